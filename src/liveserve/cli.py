@@ -1,0 +1,92 @@
+"""The `liveserve` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from liveserve.audio_io import AudioError, read_wav, resample, write_wav
+from liveserve.config import load_config
+from liveserve.config_reader import ConfigError
+
+ENCODER_RATE = 16000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return 2
+    try:
+        return args.handler(args)
+    except (ConfigError, AudioError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="liveserve", description="Interaction-aware serving for omni models")
+    commands = parser.add_subparsers()
+    run = commands.add_parser("run", help="one turn through all four stages, reply written as WAV")
+    run.add_argument("--audio", type=Path, help="the user's speech (WAV; resampled to 16 kHz)")
+    run.add_argument("--text", default="", help="text prompt (with or instead of --audio)")
+    run.add_argument("--out", type=Path, required=True, help="where to write the 24 kHz mono PCM16 reply")
+    run.add_argument("--config", type=Path, help="YAML config (default: configs/tiny-omni-cpu.yaml)")
+    run.add_argument("--max-tokens", type=int, help="cap on generated text tokens")
+    run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
+    run.set_defaults(handler=_cmd_run)
+    bench = commands.add_parser("bench", help="benchmarks").add_subparsers()
+    engine = bench.add_parser("engine", help="thinker prefill/decode throughput at batch 1, 16, 64")
+    engine.add_argument("--config", type=Path)
+    engine.add_argument("--batch-sizes", default="1,16,64")
+    engine.add_argument("--json", type=Path, help="also write the result here")
+    engine.set_defaults(handler=_cmd_bench_engine)
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from liveserve.one_turn import run_one_turn
+    from orchestrator.turn import TurnRequest
+
+    if args.audio is None and not args.text:
+        raise AudioError("give --audio WAV, --text PROMPT, or both")
+    if args.max_tokens is not None and args.max_tokens <= 0:
+        raise ConfigError(f"--max-tokens must be positive, got {args.max_tokens}")
+    config = load_config(args.config)
+    audio = None
+    if args.audio is not None:
+        samples, rate = read_wav(args.audio)
+        audio = resample(samples, rate, ENCODER_RATE)
+    result = asyncio.run(run_one_turn(config, TurnRequest(audio=audio, text=args.text, max_tokens=args.max_tokens)))
+    write_wav(args.out, result.audio, result.sample_rate)
+    summary = result.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{summary['status']}: {summary['audio_s']} s of audio, first audio after "
+              f"{summary['audio_ttfp_ms']} ms, RTF {summary['rtf']} -> {args.out}")
+        print(f"text: {summary['text']!r}")
+    return 0 if result.error is None else 1
+
+
+def _cmd_bench_engine(args: argparse.Namespace) -> int:
+    from liveserve.bench_engine import format_table, run_engine_bench
+
+    try:
+        batches = tuple(int(b) for b in args.batch_sizes.split(","))
+    except ValueError:
+        raise ConfigError(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}") from None
+    result = run_engine_bench(load_config(args.config), batches)
+    print(format_table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

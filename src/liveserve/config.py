@@ -1,0 +1,111 @@
+"""LiveServe's configuration: the one place YAML becomes frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+import yaml
+
+from liveserve.config_reader import ConfigError, Section, build
+from orchestrator.config import ChunkSizes, PipelineConfig
+from stages.config import SamplingParams, SchedulerConfig
+from stages.factory import KVSpec, StageSpec
+from stages.models.audio_encoder import AudioEncoderConfig
+from stages.models.decoder_config import DecoderConfig
+from stages.models.talker import TalkerConfig
+from stages.models.tokenizer import TextTokenizer
+from stages.models.vocoder import VocoderConfig
+
+DEFAULT_CONFIG = "tiny-omni-cpu.yaml"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    torch_threads: int = 2
+
+    def __post_init__(self) -> None:
+        if self.torch_threads <= 0:
+            raise ValueError(f"torch_threads must be positive, got {self.torch_threads}")
+
+
+@dataclass(frozen=True)
+class LiveServeConfig:
+    """A whole deployment: the pipeline plus process-level settings."""
+
+    model_name: str
+    pipeline: PipelineConfig
+    runtime: RuntimeConfig
+    source: str
+
+
+def default_config_path() -> Path:
+    """configs/tiny-omni-cpu.yaml in a checkout, or the copy installed with the package."""
+    checkout = Path(__file__).resolve().parents[2] / "configs" / DEFAULT_CONFIG
+    return checkout if checkout.is_file() else Path(str(files("liveserve") / DEFAULT_CONFIG))
+
+
+def load_config(path: str | Path | None = None) -> LiveServeConfig:
+    """Read and validate a YAML config; every problem is a ConfigError naming the field."""
+    source = Path(path) if path is not None else default_config_path()
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {source}") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config {source}: {exc}") from None
+    root = Section(data, "")
+    config = _read(root, source)
+    root.finish()
+    return config
+
+
+def _read(root: Section, source: Path) -> LiveServeConfig:
+    model = root.section("model")
+    name = model.value("name", str, "tiny-omni")
+    seed = model.value("seed", int, 0)
+    checkpoint = model.value("checkpoint", Path | None, None)
+    models = _read_models(model)
+    model.finish()
+    stages = root.section("stages")
+    specs, sampling = {}, {}
+    for offset, (kind, model_config) in enumerate(models.items()):
+        section = stages.section(kind)
+        weights = checkpoint / f"{kind}.safetensors" if checkpoint is not None else None
+        specs[kind] = _read_stage(section, kind, model_config, seed + offset, weights)
+        if kind in ("thinker", "talker"):
+            sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
+        section.finish()
+    stages.finish()
+    streaming = root.section("streaming")
+    pipeline = build(
+        PipelineConfig, "stages", **specs,
+        thinker_sampling=sampling["thinker"], talker_sampling=sampling["talker"],
+        thinker_to_talker=streaming.section("thinker_to_talker").fill(ChunkSizes),
+        talker_to_vocoder=streaming.section("talker_to_vocoder").fill(ChunkSizes),
+    )
+    streaming.finish()
+    runtime = root.section("runtime").fill(RuntimeConfig)
+    return LiveServeConfig(name, pipeline, runtime, str(source))
+
+
+def _read_models(model: Section) -> dict:
+    vocab = TextTokenizer.default().vocab_size
+    thinker = model.section("thinker").fill(DecoderConfig, vocab_size=vocab)
+    talker_section = model.section("talker")
+    codec_vocab = talker_section.value("codec_vocab_size", int)
+    frames_per_token = talker_section.value("frames_per_token", int, 3)
+    talker_decoder = talker_section.fill(DecoderConfig, vocab_size=codec_vocab + 1)
+    talker = build(TalkerConfig, model.where("talker"), decoder=talker_decoder, codec_vocab_size=codec_vocab,
+                   thinker_hidden_size=thinker.hidden_size, frames_per_token=frames_per_token)
+    encoder = model.section("encoder").fill(AudioEncoderConfig, output_size=thinker.hidden_size)
+    vocoder = model.section("vocoder").fill(VocoderConfig, codec_vocab_size=codec_vocab)
+    return {"encoder": encoder, "thinker": thinker, "talker": talker, "vocoder": vocoder}
+
+
+def _read_stage(section: Section, kind: str, model, seed: int, weights: Path | None) -> StageSpec:
+    scheduler = section.section("scheduler").fill(SchedulerConfig)
+    kv = section.section("kv").fill(KVSpec) if kind in ("thinker", "talker") else None
+    return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
+                 seed=seed, checkpoint=weights)

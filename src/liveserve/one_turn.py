@@ -1,0 +1,71 @@
+"""`liveserve run`: one spoken (or typed) turn through all four stages."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from liveserve.config import LiveServeConfig
+from liveserve.runtime import configure_torch
+from orchestrator.events import AudioDelta, TextDelta, TurnDone
+from orchestrator.orchestrator import Orchestrator
+from orchestrator.turn import TurnRequest
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced and how fast; times are seconds from the end of the user turn."""
+
+    text: str
+    audio: np.ndarray
+    sample_rate: int
+    status: str
+    first_audio_s: float | None
+    last_audio_s: float | None
+    text_tokens: int
+    codec_frames: int
+    error: str | None
+
+    @property
+    def audio_s(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+    def summary(self) -> dict:
+        ttfp = None if self.first_audio_s is None else round(1000 * self.first_audio_s, 1)
+        rtf = None if not self.audio_s or self.last_audio_s is None else round(self.last_audio_s / self.audio_s, 3)
+        return {
+            "status": self.status, "audio_ttfp_ms": ttfp, "audio_s": round(self.audio_s, 3), "rtf": rtf,
+            "text_tokens": self.text_tokens, "codec_frames": self.codec_frames, "text": self.text, "error": self.error,
+        }
+
+
+async def run_one_turn(config: LiveServeConfig, request: TurnRequest) -> TurnResult:
+    configure_torch(config.runtime)
+    orch = Orchestrator(config.pipeline)
+    await orch.start()
+    try:
+        orch.open_session("cli")
+        return await collect_turn(orch, "cli", request)
+    finally:
+        await orch.stop()
+
+
+async def collect_turn(orch: Orchestrator, session_id: str, request: TurnRequest) -> TurnResult:
+    """Start a turn and gather its events until TurnDone."""
+    started = time.monotonic()
+    turn = orch.start_turn(session_id, request)
+    text, audio, first, last = [], [], None, None
+    while True:
+        event = await turn.events.get()
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, AudioDelta):
+            last = time.monotonic() - started
+            first = last if first is None else first
+            audio.append(event.pcm)
+        elif isinstance(event, TurnDone):
+            pcm = np.concatenate(audio) if audio else np.zeros(0, np.float32)
+            return TurnResult("".join(text), pcm, orch.output_sample_rate, event.status, first, last,
+                              event.usage.text_tokens, event.usage.codec_frames, event.error)

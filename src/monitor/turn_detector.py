@@ -1,0 +1,132 @@
+"""Turn detection: a speech start/stop state machine over 32 ms VAD windows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.silero import SAMPLE_RATE, WINDOW_SAMPLES, VoiceConfidence
+
+WINDOW_MS = WINDOW_SAMPLES * 1000 // SAMPLE_RATE
+HYSTERESIS = 0.15
+
+
+@dataclass(frozen=True)
+class TurnDetectionConfig:
+    """Server-VAD settings, named and defaulted like OpenAI Realtime `server_vad`.
+
+    threshold: a window is speech when its probability >= threshold; in (0, 1).
+    prefix_padding_ms: audio kept before the detected onset (>= 0).
+    silence_duration_ms: silence that ends speech (>= 0).
+    """
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
+        for name in ("prefix_padding_ms", "silence_duration_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    @property
+    def exit_threshold(self) -> float:
+        """Below this, a window counts as silence: threshold - 0.15 as in Silero's
+        VADIterator, but never below threshold / 2 (so low thresholds still end)."""
+        return max(self.threshold - HYSTERESIS, self.threshold / 2)
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """Speech began; audio_start_ms = onset - prefix padding, clamped at 0."""
+
+    audio_start_ms: int
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    """Speech ended; audio_end_ms = start of the silence that ended it."""
+
+    audio_end_ms: int
+
+
+TurnEvent = SpeechStarted | SpeechStopped
+
+
+class TurnDetector:
+    """Speech start/stop events for one 16 kHz stream.
+
+    Audio of any chunk length is cut into consecutive 512-sample windows; the
+    remainder waits for the next `feed`. Times are ms of stream audio: window k
+    spans [32k, 32k + 32). Rules (per window, probability p):
+      - silent -> speaking at the first window with p >= threshold; its start
+        is the onset.
+      - while speaking, a window with p < exit_threshold starts a silence run
+        (if none is open); p >= threshold cancels it; p in between does
+        neither. Once the run covers silence_duration_ms of audio, speech
+        stops at the run's start.
+    Events come out of the `feed` call whose audio completed the deciding
+    window; more input never changes events already emitted.
+    """
+
+    def __init__(self, vad: VoiceConfidence, config: TurnDetectionConfig = TurnDetectionConfig()) -> None:
+        self.vad = vad
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new stream: clock at 0, not speaking, VAD state cleared."""
+        self.vad.reset()
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._silence_start_ms: int | None = None
+        self.num_windows = 0
+        self.is_speaking = False
+
+    @property
+    def audio_ms(self) -> float:
+        """Stream audio consumed so far, ms (windows plus the buffered remainder)."""
+        return (self.num_windows * WINDOW_SAMPLES + len(self._pending)) * 1000 / SAMPLE_RATE
+
+    def feed(self, pcm16k: np.ndarray) -> list[TurnEvent]:
+        """Consume mono float32 16 kHz samples; return the events they decided."""
+        pcm = np.asarray(pcm16k, dtype=np.float32)
+        if pcm.ndim != 1:
+            raise ValueError(f"pcm16k must be 1-D mono, got shape {pcm.shape}")
+        audio = np.concatenate([self._pending, pcm])
+        num_full = len(audio) // WINDOW_SAMPLES
+        events = []
+        for k in range(num_full):
+            event = self._step(audio[k * WINDOW_SAMPLES:(k + 1) * WINDOW_SAMPLES])
+            if event is not None:
+                events.append(event)
+        self._pending = audio[num_full * WINDOW_SAMPLES:].copy()
+        return events
+
+    def _step(self, window: np.ndarray) -> TurnEvent | None:
+        start_ms = self.num_windows * WINDOW_MS
+        self.num_windows += 1
+        probability = self.vad.speech_probability(window)
+        if self.is_speaking:
+            return self._maybe_stop(probability, start_ms)
+        return self._maybe_start(probability, start_ms)
+
+    def _maybe_start(self, probability: float, start_ms: int) -> SpeechStarted | None:
+        if probability < self.config.threshold:
+            return None
+        self.is_speaking = True
+        return SpeechStarted(max(0, start_ms - self.config.prefix_padding_ms))
+
+    def _maybe_stop(self, probability: float, start_ms: int) -> SpeechStopped | None:
+        if probability >= self.config.threshold:
+            self._silence_start_ms = None
+            return None
+        if probability < self.config.exit_threshold and self._silence_start_ms is None:
+            self._silence_start_ms = start_ms
+        silence_start = self._silence_start_ms
+        if silence_start is None or start_ms + WINDOW_MS - silence_start < self.config.silence_duration_ms:
+            return None
+        self.is_speaking = False
+        self._silence_start_ms = None
+        return SpeechStopped(silence_start)

@@ -1,0 +1,39 @@
+"""Chunking of an item stream between two stages: small first chunk, then steady ones."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from orchestrator.config import ChunkSizes
+
+T = TypeVar("T")
+
+
+class ChunkStream(Generic[T]):
+    """Buffers items; `push` returns the chunks now due, `close` the remainder.
+
+    The first chunk is released at `first_chunk` items, later ones every `chunk`
+    items, so downstream starts early and then works in efficient batches.
+    """
+
+    def __init__(self, sizes: ChunkSizes) -> None:
+        self.sizes = sizes
+        self._buffer: list[T] = []
+        self.num_released = 0
+
+    def push(self, items: list[T]) -> list[list[T]]:
+        self._buffer.extend(items)
+        chunks = []
+        while len(self._buffer) >= self._due():
+            size = self._due()
+            chunks.append(self._buffer[:size])
+            del self._buffer[:size]
+            self.num_released += 1
+        return chunks
+
+    def close(self) -> list[T]:
+        rest, self._buffer = self._buffer, []
+        return rest
+
+    def _due(self) -> int:
+        return self.sizes.first_chunk if self.num_released == 0 else self.sizes.chunk

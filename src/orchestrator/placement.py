@@ -1,0 +1,60 @@
+"""Where stage engines run. Local threads now; other placements (replicas, Ray) plug in here."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Protocol
+
+from stages.commands import Command
+from stages.engine import StageStatus
+from stages.factory import StageSpec, build_engine
+from stages.plan import StageOutput
+
+OutputSink = Callable[[str, list[StageOutput]], None]
+
+
+class StageHandle(Protocol):
+    """A running stage as the orchestrator sees it."""
+
+    def submit(self, command: Command) -> None: ...
+
+    def status(self) -> StageStatus: ...
+
+
+class Placement(ABC):
+    """Starts one engine per stage spec and stops them.
+
+    Contract: `start` returns a handle per stage kind; `submit` is thread-safe and
+    never blocks on model work; outputs reach `sink(kind, outputs)` on an engine
+    thread, in the order each engine produced them. `stop` ends every engine.
+    """
+
+    @abstractmethod
+    def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float]) -> dict[str, StageHandle]:
+        """Build and start the engines."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop every engine started here."""
+
+
+class LocalPlacement(Placement):
+    """Each stage engine runs its loop on its own thread in this process."""
+
+    def __init__(self) -> None:
+        self._engines = []
+
+    def start(self, specs, sink, clock):
+        handles = {}
+        for spec in specs:
+            engine = build_engine(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), clock)
+            engine.start()
+            self._engines.append(engine)
+            handles[spec.kind] = engine
+        return handles
+
+    def stop(self) -> None:
+        for engine in self._engines:
+            engine.stop()
+        self._engines.clear()

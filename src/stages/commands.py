@@ -1,0 +1,44 @@
+"""Commands other threads send to a stage engine; the engine thread applies them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stages.requests.base import StageRequest
+
+
+@dataclass(frozen=True)
+class AddRequest:
+    request: StageRequest
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+
+@dataclass(frozen=True)
+class AppendInput:
+    """More input for a request; `close` says none will follow."""
+
+    request_id: str
+    data: Any = None
+    close: bool = False
+
+
+@dataclass(frozen=True)
+class AbortRequest:
+    """Drop a request and free its KV."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class StopGeneration:
+    """End a resident request's current generation; keep only `keep_tokens` of context if set."""
+
+    request_id: str
+    keep_tokens: int | None = None
+
+
+Command = AddRequest | AppendInput | AbortRequest | StopGeneration

@@ -1,0 +1,169 @@
+"""One stage replica: a scheduler, a model runner and the thread that drives them."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
+from stages.plan import RunnerOutput, StageOutput
+from stages.runners.base import ModelRunner
+from stages.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+IDLE_WAIT_S = 0.05
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """A point-in-time view of one engine for metrics and tests."""
+
+    name: str
+    num_requests: int
+    num_ready: int
+    num_preemptions: int
+    kv_blocks_used: int
+    kv_blocks_free: int
+    last_batch_size: int
+    is_idle: bool
+
+
+@dataclass
+class EngineStats:
+    """Counters of one engine, read by metrics (plain ints and floats)."""
+
+    num_steps: int = 0
+    num_tokens: int = 0
+    busy_s: float = 0.0
+    last_batch_size: int = 0
+    last_step_s: float = 0.0
+
+
+class StageEngine:
+    """Applies commands, then `plan = schedule(); out = execute(plan); update(plan, out)`.
+
+    Every request lives on the engine's thread: other threads only `submit` commands
+    and receive outputs through `emit`, called on the engine thread after each step.
+    A command that a request rejects (ValueError) and a runner failure become error
+    outputs for the requests concerned; the engine itself keeps running.
+    """
+
+    def __init__(self, name: str, scheduler: Scheduler, runner: ModelRunner, emit: Callable[[list[StageOutput]], None]) -> None:
+        self.name = name
+        self.scheduler = scheduler
+        self.runner = runner
+        self.emit = emit
+        self.stats = EngineStats()
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._idle_lock = threading.Lock()
+        self._is_idle = True
+
+    def submit(self, command: Command) -> None:
+        with self._idle_lock:
+            self._is_idle = False
+            self._commands.put(command)
+
+    def step(self) -> list[StageOutput]:
+        self._apply_commands()
+        plan = self.scheduler.schedule()
+        started = time.perf_counter()
+        output = self._execute(plan) if plan.chunks else RunnerOutput({})
+        self._record(plan.num_tokens, len(plan.chunks), time.perf_counter() - started)
+        return self.scheduler.update_from_output(plan, output)
+
+    def _execute(self, plan) -> RunnerOutput:
+        try:
+            return self.runner.execute(plan)
+        except Exception as exc:  # a model failure fails its batch, not the engine
+            log.exception("stage %s: runner failed", self.name)
+            for chunk in plan.chunks:
+                self.scheduler.fail(chunk.request, f"{self.name} failed: {exc}")
+            plan.chunks.clear()
+            return RunnerOutput({})
+
+    def _record(self, num_tokens: int, batch_size: int, elapsed: float) -> None:
+        if batch_size:
+            self.stats.num_steps += 1
+            self.stats.num_tokens += num_tokens
+            self.stats.busy_s += elapsed
+            self.stats.last_step_s = elapsed
+        self.stats.last_batch_size = batch_size
+
+    def _apply_commands(self, wait_s: float = 0.0) -> None:
+        try:
+            command = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._apply(command)
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+
+    def _apply(self, command: Command) -> None:
+        scheduler = self.scheduler
+        try:
+            if isinstance(command, AddRequest):
+                scheduler.add(command.request)
+            elif isinstance(command, AbortRequest):
+                scheduler.abort(command.request_id)
+            elif command.request_id in scheduler.requests:
+                self._apply_to_request(command)
+        except ValueError as exc:
+            self.emit([StageOutput(command.request_id, error=str(exc))])
+
+    def _apply_to_request(self, command: AppendInput | StopGeneration) -> None:
+        request = self.scheduler.requests[command.request_id]
+        if isinstance(command, AppendInput):
+            request.append(command.data, command.close)
+            return
+        request.stop_generation()
+        if command.keep_tokens is not None:
+            request.truncate(command.keep_tokens)
+            if self.scheduler.kv is not None:
+                self.scheduler.kv.truncate(command.request_id, command.keep_tokens)
+
+    def status(self) -> StageStatus:
+        """Read from any thread; the numbers may be one step stale."""
+        kv = self.scheduler.kv
+        return StageStatus(
+            name=self.name,
+            num_requests=len(self.scheduler.requests),
+            num_ready=self.scheduler.num_ready,
+            num_preemptions=self.scheduler.num_preemptions,
+            kv_blocks_used=kv.num_used_blocks if kv else 0,
+            kv_blocks_free=kv.num_free_blocks if kv else 0,
+            last_batch_size=self.stats.last_batch_size,
+            is_idle=self._is_idle,
+        )
+
+    def run(self) -> None:
+        """The engine thread's loop: sleep on the command queue while nothing is ready."""
+        while not self._stop.is_set():
+            if self._mark_idle():
+                self._apply_commands(wait_s=IDLE_WAIT_S)
+            outputs = self.step()
+            if outputs:
+                self.emit(outputs)
+
+    def _mark_idle(self) -> bool:
+        """True (and idle is recorded) when no command is queued and nothing is ready."""
+        with self._idle_lock:
+            self._is_idle = self._commands.empty() and self.scheduler.num_ready == 0
+            return self._is_idle
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"stage-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,67 @@
+"""What a stage schedules: a request that exposes positions to compute."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"    # not admitted (new or preempted): holds no KV
+    RUNNING = "running"    # admitted: holds KV, scheduled whenever it has pending work
+    FINISHED = "finished"  # done or aborted: freed and forgotten
+
+
+class StageRequest(ABC):
+    """One unit of work at one stage; its inputs may keep arriving (streaming).
+
+    Contract with the scheduler:
+    - positions [0, num_computed) are done (their KV is written, for KV stages);
+    - `num_pending` positions after those can be computed now; 0 means blocked on
+      input (or idle between turns) and never scheduled;
+    - `num_schedulable(budget)` is how many of them fit a round with `budget` tokens
+      left (whole chunks for stages that work in chunks);
+    - `advance(n, result)` commits n computed positions and the runner's result for
+      them, and returns the payload to emit downstream (or None);
+    - `reset_computed()` forgets computed work after preemption; inputs and sampled
+      outputs are kept, so recomputation reproduces them;
+    - `is_finished` becomes true when nothing more can ever arrive or be computed.
+    Only the stage engine's thread touches a request once it is submitted.
+    """
+
+    def __init__(self, request_id: str, arrival_time: float) -> None:
+        self.request_id = request_id
+        self.arrival_time = arrival_time
+        self.status = RequestStatus.WAITING
+        self.num_computed = 0
+        self.last_scheduled_time = arrival_time
+        self.finish_reason: str | None = None
+
+    @property
+    @abstractmethod
+    def num_known(self) -> int:
+        """Positions whose inputs are known (computed or pending)."""
+
+    @property
+    def num_pending(self) -> int:
+        return self.num_known - self.num_computed
+
+    def num_schedulable(self, budget: int) -> int:
+        return min(self.num_pending, budget)
+
+    @abstractmethod
+    def advance(self, num_tokens: int, result: Any) -> Any:
+        """Commit `num_tokens` computed positions; return what to emit, or None."""
+
+    @abstractmethod
+    def append(self, data: Any, close: bool = False) -> None:
+        """Accept more input; `close` says no more will come."""
+
+    def reset_computed(self) -> None:
+        self.num_computed = 0
+
+    @property
+    @abstractmethod
+    def is_finished(self) -> bool:
+        """True when the request will never have pending work again."""

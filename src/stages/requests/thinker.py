@@ -1,0 +1,122 @@
+"""A session's resident thinker context: every turn appends inputs, then generates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from stages.config import SamplingParams
+from stages.requests.base import StageRequest
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """New context for a turn: token ids, with input embeddings overriding some rows.
+
+    `embeds` holds (offset within `token_ids`, tensor [n, hidden]) spans, e.g. audio
+    encoder output placed over audio placeholder tokens. `sampling` None appends
+    context without generating; `turn_id` is echoed on every step of the generation.
+    """
+
+    token_ids: list[int]
+    embeds: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    sampling: SamplingParams | None = None
+    turn_id: str = ""
+
+
+@dataclass(frozen=True)
+class ThinkerStep:
+    """One generated text token, the hidden state that produced it, and why it stopped."""
+
+    token_id: int
+    hidden: torch.Tensor
+    finish_reason: str | None
+    turn_id: str
+
+
+class ThinkerRequest(StageRequest):
+    """Multi-turn context that stays resident: a new turn prefills only its new tokens.
+
+    Generated tokens join the context, so the next turn continues after them. The
+    request finishes only when closed (session end) and not generating.
+    """
+
+    def __init__(self, request_id: str, arrival_time: float, stop_ids: frozenset[int], max_position: int) -> None:
+        super().__init__(request_id, arrival_time)
+        self.stop_ids = stop_ids
+        self.max_position = max_position
+        self.token_ids: list[int] = []
+        self.embed_spans: list[tuple[int, torch.Tensor]] = []
+        self.sampling: SamplingParams | None = None
+        self.generator: torch.Generator | None = None
+        self.num_generated = 0
+        self.is_generating = False
+        self.is_closed = False
+        self.turn_id = ""
+
+    @property
+    def num_known(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.is_closed and not self.is_generating
+
+    def wants_sample(self, end: int) -> bool:
+        return self.is_generating and end == len(self.token_ids)
+
+    def append(self, data: TurnInput | None, close: bool = False) -> None:
+        if data is not None:
+            self._append_turn(data)
+        self.is_closed = self.is_closed or close
+
+    def _append_turn(self, turn: TurnInput) -> None:
+        if self.is_generating:
+            raise ValueError("a turn is still generating; cancel it before appending")
+        if len(self.token_ids) + len(turn.token_ids) >= self.max_position:
+            raise ValueError(
+                f"context would reach {len(self.token_ids) + len(turn.token_ids)} tokens, "
+                f"the model's maximum is {self.max_position}"
+            )
+        base = len(self.token_ids)
+        self.token_ids.extend(turn.token_ids)
+        self.embed_spans.extend((base + offset, rows) for offset, rows in turn.embeds)
+        if turn.sampling is not None:
+            self.sampling = turn.sampling
+            self.generator = torch.Generator().manual_seed(turn.sampling.seed)
+            self.num_generated = 0
+            self.is_generating = True
+            self.turn_id = turn.turn_id
+
+    def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | None) -> ThinkerStep | None:
+        """`result` is the sampled token and the hidden state that produced it."""
+        self.num_computed += num_tokens
+        if result is None:
+            return None
+        token_id, hidden = result
+        self.token_ids.append(token_id)
+        self.num_generated += 1
+        reason = self._finish_reason(token_id)
+        if reason is not None:
+            self.is_generating = False
+        return ThinkerStep(token_id, hidden, reason, self.turn_id)
+
+    def _finish_reason(self, token_id: int) -> str | None:
+        assert self.sampling is not None
+        if token_id in self.stop_ids and not self.sampling.ignore_eos:
+            return "stop"
+        if self.num_generated >= self.sampling.max_tokens or len(self.token_ids) >= self.max_position:
+            return "length"
+        return None
+
+    def stop_generation(self) -> None:
+        self.is_generating = False
+
+    def truncate(self, num_tokens: int) -> None:
+        """Keep the first `num_tokens` positions of the context (e.g. what was heard)."""
+        del self.token_ids[num_tokens:]
+        self.embed_spans = [
+            (start, rows[: num_tokens - start]) for start, rows in self.embed_spans if start < num_tokens
+        ]
+        self.num_computed = min(self.num_computed, num_tokens)

@@ -1,0 +1,21 @@
+"""Model runners: turn a scheduler plan into results."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from stages.plan import RunnerOutput, SchedulerPlan
+
+
+class ModelRunner(ABC):
+    """Executes one plan on a model.
+
+    Contract: `execute` reads the planned requests (inputs, positions, KV block
+    tables) but never mutates them or the scheduler; it writes KV for the planned
+    positions and returns, per request id, the result its request's `advance`
+    accepts (None where nothing was sampled). Plans are never empty.
+    """
+
+    @abstractmethod
+    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
+        """Run the plan's chunks as one batch."""

@@ -1,0 +1,109 @@
+"""Runners for the autoregressive stages (thinker, talker) over paged KV."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+import torch
+
+from kvtier import KVCacheManager, blocks_for
+from stages.models.attention import build_attention_batch
+from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
+from stages.requests import TalkerRequest, ThinkerRequest
+from stages.runners.base import ModelRunner
+from stages.sampling import sample
+
+
+class DecoderRunner(ModelRunner):
+    """Flattens the plan's chunks (single-token chunks first, batched as decodes),
+    runs the decoder once, and samples at the last row of every chunk whose request
+    wants a sample there. Subclasses say how inputs embed and what a result is.
+    """
+
+    def __init__(self, model: torch.nn.Module, kv: KVCacheManager) -> None:
+        self.model = model.eval()
+        self.kv = kv
+        self.kv_layers = [kv.cache.layer(i) for i in range(kv.config.num_layers)]
+
+    @abstractmethod
+    def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
+        """Input embeddings of every chunk's positions, concatenated in order."""
+
+    @abstractmethod
+    def result(self, request: Any, token: int, hidden: torch.Tensor) -> Any:
+        """What `request.advance` receives for a sampled token."""
+
+    @torch.inference_mode()
+    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
+        chunks = sorted(plan.chunks, key=lambda c: c.num_tokens != 1)
+        hidden = self.model(self.embeddings(chunks), self._positions(chunks), self.kv_layers, self._batch(chunks))
+        samplers, rows, row = [], [], 0
+        for chunk in chunks:
+            row += chunk.num_tokens
+            if chunk.request.wants_sample(chunk.end):
+                samplers.append(chunk.request)
+                rows.append(row - 1)
+        if not samplers:
+            return RunnerOutput({})
+        last_hidden = hidden[rows]
+        logits = self.model.logits(last_hidden)
+        tokens = sample(logits, [r.sampling for r in samplers], [r.generator for r in samplers])
+        return RunnerOutput({
+            r.request_id: self.result(r, token, last_hidden[i]) for i, (r, token) in enumerate(zip(samplers, tokens))
+        })
+
+    @staticmethod
+    def _positions(chunks: list[ScheduledChunk]) -> torch.Tensor:
+        if all(c.num_tokens == 1 for c in chunks):
+            return torch.tensor([c.start for c in chunks])
+        return torch.cat([torch.arange(c.start, c.end) for c in chunks])
+
+    def _batch(self, chunks: list[ScheduledChunk]):
+        size = self.kv.block_size
+        decodes, prefills, slots = [], [], []
+        for chunk in chunks:
+            seq = chunk.request.request_id
+            blocks = self.kv.table(seq).block_ids[: blocks_for(chunk.end, size)]
+            slots.extend(self.kv.slot_ids(seq, chunk.start, chunk.end))
+            if chunk.num_tokens == 1:
+                decodes.append((blocks, chunk.end))
+            else:
+                prefills.append((blocks, chunk.num_tokens, chunk.end))
+        return build_attention_batch(size, decodes, prefills, slots)
+
+
+class ThinkerRunner(DecoderRunner):
+    """Text tokens (and encoder embeddings over audio placeholders) in; a token and its hidden state out."""
+
+    def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
+        ids = [t for c in chunks for t in c.request.token_ids[c.start : c.end]]
+        rows = self.model.embed(torch.tensor(ids, dtype=torch.long))
+        offset = 0
+        for chunk in chunks:
+            request: ThinkerRequest = chunk.request
+            for span_start, span in request.embed_spans:
+                lo, hi = max(chunk.start, span_start), min(chunk.end, span_start + len(span))
+                if lo < hi:
+                    rows[offset + lo - chunk.start : offset + hi - chunk.start] = span[lo - span_start : hi - span_start]
+            offset += chunk.num_tokens
+        return rows
+
+    def result(self, request: ThinkerRequest, token: int, hidden: torch.Tensor) -> tuple[int, torch.Tensor]:
+        return token, hidden.clone()
+
+
+class TalkerRunner(DecoderRunner):
+    """Previous codec frame plus the thinker condition in; the next codec frame out."""
+
+    def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
+        prev, conds = [], []
+        for chunk in chunks:
+            request: TalkerRequest = chunk.request
+            chunk_prev, chunk_conds = request.inputs(chunk.start, chunk.end)
+            prev.extend(chunk_prev)
+            conds.append(chunk_conds)
+        return self.model.input_embeddings(prev, torch.cat(conds))
+
+    def result(self, request: TalkerRequest, token: int, hidden: torch.Tensor) -> int:
+        return token
