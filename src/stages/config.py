@@ -21,7 +21,11 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 512
 
     def __post_init__(self) -> None:
+        from stages.policies import policy_names
+
         _positive(self, "max_num_seqs", "max_num_batched_tokens")
+        if self.policy not in policy_names():
+            raise ValueError(f"unknown scheduling policy {self.policy!r}; choose from {policy_names()}")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 import pytest
 import torch
+import torch.nn.functional as F
 
 from stages.models.vocoder import Vocoder, VocoderConfig
 from stages.models.weights import init_deterministic
@@ -41,6 +42,25 @@ def test_left_context_covers_frame_convs_and_one_frame_for_the_sample_conv(vocod
     assert vocoder.left_context_frames == 2 * (1 + 2 + 4) + 1 == 15
     assert Vocoder(SHORT_FRAMES).left_context_frames == 1 * (1 + 2) + 1
     assert Vocoder(VocoderConfig(sample_kernel=1)).left_context_frames == 14
+
+
+def plain_convolutions(vocoder: Vocoder, frames: torch.Tensor) -> torch.Tensor:
+    """The vocoder written with torch's own dilated and sample-level Conv1d over the whole sequence."""
+    x = vocoder.embed(frames)[None]
+    for norm, conv in zip(vocoder.frame_norms, vocoder.frame_convs):
+        h = F.pad(F.gelu(norm(x)).transpose(1, 2), (conv.dilation[0] * (conv.kernel_size[0] - 1), 0))
+        x = x + conv(h).transpose(1, 2)
+    upsampled = F.gelu(vocoder.upsample(vocoder.out_norm(x)[0]))
+    channels = vocoder.config.sample_channels
+    wave = upsampled.view(len(frames), channels, -1).transpose(0, 1).reshape(channels, -1)
+    return torch.tanh(vocoder.sample_conv(F.pad(wave, (vocoder.config.sample_kernel - 1, 0))))[0]
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("config", [VocoderConfig(), SHORT_FRAMES], ids=["default", "short_frames"])
+def test_equals_plain_convolutions(config, frames):
+    vocoder = make_vocoder(0, config)
+    assert torch.allclose(vocoder(frames), plain_convolutions(vocoder, frames), atol=1e-6, rtol=0)
 
 
 @torch.inference_mode()

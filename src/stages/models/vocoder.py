@@ -29,7 +29,7 @@ class VocoderConfig:
     num_frame_layers: int = 3
     frame_kernel: int = 3
     sample_kernel: int = 9
-    sample_channels: int = 8
+    sample_channels: int = 4
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -108,7 +108,7 @@ class Vocoder(nn.Module):
         previous_tails = upsampled[(new_index - 1).clamp(min=0), :, spf - reach :]
         previous_tails[at_sequence_start] = 0.0
         segments = torch.cat([previous_tails, upsampled[new_index]], dim=-1)
-        samples = torch.tanh(self.sample_conv(segments)).view(-1)
+        samples = torch.tanh(_valid_conv_to_one_channel(segments, self.sample_conv)).view(-1)
         return list(samples.split([(len(frames) - num_context) * spf for frames, num_context in chunks]))
 
     def _frame_features(self, ids: torch.Tensor) -> torch.Tensor:
@@ -133,6 +133,18 @@ def _causal_conv(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
     padded = F.pad(x, (0, 0, dilation * (kernel - 1), 0))
     taps = torch.cat([padded[:, j * dilation : j * dilation + length] for j in range(kernel)], dim=-1)
     return F.linear(taps, conv.weight.permute(0, 2, 1).reshape(conv.out_channels, -1), conv.bias)
+
+
+def _valid_conv_to_one_channel(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+    """`conv` (channels -> 1, no padding) over [N, channels, T] -> [N, T - kernel + 1]: one channel
+    mix per tap, then shifted sums (2-3x faster than oneDNN's conv with one output channel)."""
+    kernel = conv.kernel_size[0]
+    length = x.shape[-1] - kernel + 1
+    taps = torch.bmm(conv.weight[0].T.expand(len(x), -1, -1), x)  # matmul would fold into a slow [N*T, C] mm
+    out = taps[:, 0, :length] + conv.bias
+    for k in range(1, kernel):
+        out += taps[:, k, k : k + length]
+    return out
 
 
 def _new_frame_index(chunks: list[tuple[torch.Tensor, int]], starts: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

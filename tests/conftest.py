@@ -1,0 +1,24 @@
+"""Shared fixtures: the speech clips in ../shared and a tiny pipeline that runs in milliseconds."""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.signal import resample_poly
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "audio"
+
+
+def read_fixture(name: str, rate: int = 16000) -> np.ndarray:
+    """A fixture clip (24 kHz PCM16) as float32 at `rate`."""
+    with wave.open(str(FIXTURES / name), "rb") as wav:
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), "<i2").astype(np.float32) / 32768.0
+    return pcm if rate == 24000 else resample_poly(pcm, rate // 8000, 3).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def speech_16k() -> np.ndarray:
+    return read_fixture("q_capital_espeak_24k.wav")

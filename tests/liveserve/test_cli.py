@@ -1,0 +1,69 @@
+"""`liveserve run` end to end, and its answers to bad input (exit 2, one clear line)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CLIP = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "audio" / "q_capital_espeak_24k.wav"
+
+
+def liveserve(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "liveserve.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def write_pcm16(path: Path, samples: np.ndarray, rate: int) -> Path:
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes((samples * 32767).astype("<i2").tobytes())
+    return path
+
+
+def test_run_writes_a_24k_reply_and_reports_figures(tmp_path):
+    out = tmp_path / "reply.wav"
+    result = liveserve("run", "--audio", str(CLIP), "--out", str(out), "--max-tokens", "6", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["text_tokens"] <= 6 and summary["audio_ttfp_ms"] > 0 and summary["rtf"] > 0
+    with wave.open(str(out), "rb") as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (24000, 1, 2)
+        assert wav.getnframes() == summary["codec_frames"] * 1920
+    assert summary["audio_s"] == pytest.approx(summary["codec_frames"] * 0.08)
+
+
+@pytest.mark.parametrize("rate", [8000, 44100])
+def test_other_sample_rates_are_resampled(tmp_path, rate):
+    tone = 0.3 * np.sin(2 * np.pi * 220 * np.arange(rate) / rate)
+    clip = write_pcm16(tmp_path / "in.wav", tone, rate)
+    result = liveserve("run", "--audio", str(clip), "--out", str(tmp_path / "o.wav"), "--max-tokens", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["text_tokens"] <= 2
+
+
+def test_bad_inputs_get_one_clear_line(tmp_path):
+    not_wav = tmp_path / "notes.wav"
+    not_wav.write_text("this is not audio")
+    empty = write_pcm16(tmp_path / "empty.wav", np.zeros(0), 24000)
+    bad_config = tmp_path / "c.yaml"
+    bad_config.write_text("model:\n  thinker:\n    num_heads: 5\n")
+    out = str(tmp_path / "o.wav")
+    cases = [
+        (("run", "--audio", str(tmp_path / "missing.wav"), "--out", out), "audio file not found"),
+        (("run", "--audio", str(not_wav), "--out", out), "unreadable WAV"),
+        (("run", "--audio", str(empty), "--out", out), "contains no audio"),
+        (("run", "--out", out), "give --audio WAV, --text PROMPT, or both"),
+        (("run", "--text", "hi", "--out", out, "--max-tokens", "0"), "--max-tokens must be positive"),
+        (("run", "--text", "hi", "--out", out, "--config", str(bad_config)), "model.thinker"),
+    ]
+    for args, message in cases:
+        result = liveserve(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr

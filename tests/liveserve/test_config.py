@@ -1,0 +1,62 @@
+"""YAML config loading: the default loads; every mistake names its field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from liveserve.config import default_config_path, load_config
+from liveserve.config_reader import ConfigError
+
+
+def write_variant(tmp_path: Path, edit) -> Path:
+    data = yaml.safe_load(default_config_path().read_text())
+    edit(data)
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_default_config_loads():
+    config = load_config()
+    pipeline = config.pipeline
+    assert config.model_name == "tiny-omni"
+    assert pipeline.encoder.model.output_size == pipeline.thinker.model.hidden_size
+    assert pipeline.talker.model.thinker_hidden_size == pipeline.thinker.model.hidden_size
+    assert pipeline.vocoder.model.codec_vocab_size == pipeline.talker.model.codec_vocab_size
+    assert pipeline.talker_to_vocoder.first_chunk == 4
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["model"]["thinker"].update(num_heads=5), r"model\.thinker: num_heads \(5\) must be a multiple"),
+        (lambda d: d["model"]["thinker"].update(hiden_size=3), r"model\.thinker\.hiden_size: unknown field \(did you mean 'hidden_size'\?\)"),
+        (lambda d: d["model"]["thinker"].update(num_layers="four"), r"model\.thinker\.num_layers: expected int, got 'four'"),
+        (lambda d: d["stages"]["thinker"]["kv"].update(num_blocks=0), r"stages\.thinker\.kv: num_blocks must be a positive integer"),
+        (lambda d: d["stages"]["talker"]["scheduler"].update(policy="lifo"), r"stages\.talker.*unknown scheduling policy 'lifo'"),
+        (lambda d: d["stages"]["thinker"]["sampling"].update(temperature=-1), r"stages\.thinker\.sampling: temperature"),
+        (lambda d: d["streaming"]["talker_to_vocoder"].update(first_chunk=0), r"streaming\.talker_to_vocoder: first_chunk"),
+        (lambda d: d["model"]["vocoder"].update(samples_per_frame=-3), r"model\.vocoder: samples_per_frame"),
+        (lambda d: d["model"]["thinker"].pop("hidden_size"), r"model\.thinker\.hidden_size: required"),
+        (lambda d: d.update(extra=1), r"extra: unknown field"),
+    ],
+)
+def test_config_mistakes_name_the_field(tmp_path, edit, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_variant(tmp_path, edit))
+
+
+def test_unreadable_config_files(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed")
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config(listed)
