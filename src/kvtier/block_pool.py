@@ -44,15 +44,22 @@ class BlockPool:
         return blocks
 
     def share(self, blocks: list[int]) -> None:
+        """Add a reference to each (held) block; raises and changes nothing if one is free."""
+        free = [b for b in blocks if self._ref_counts[b] == 0]
+        if free:
+            raise ValueError(f"block {free[0]} is free and cannot be shared")
         for block in blocks:
-            if self._ref_counts[block] == 0:
-                raise ValueError(f"block {block} is free and cannot be shared")
             self._ref_counts[block] += 1
 
     def release(self, blocks: list[int]) -> None:
+        """Drop a reference to each block; raises and changes nothing if one would go negative."""
+        counts: dict[int, int] = {}
         for block in blocks:
-            if self._ref_counts[block] <= 0:
-                raise ValueError(f"block {block} released more often than held")
+            counts[block] = counts.get(block, 0) + 1
+        over = [b for b, n in counts.items() if n > self._ref_counts[b]]
+        if over:
+            raise ValueError(f"block {over[0]} released more often than held")
+        for block in blocks:
             self._ref_counts[block] -= 1
             if self._ref_counts[block] == 0:
                 self._free.append(block)

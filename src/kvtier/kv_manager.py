@@ -59,8 +59,9 @@ class KVCacheManager:
         return blocks_for(num_tokens, self.block_size) <= self.pool.num_blocks
 
     def reserve(self, seq: Hashable, num_tokens: int) -> None:
+        new_blocks = self.pool.allocate(self.num_new_blocks(seq, num_tokens))
         table = self._tables.setdefault(seq, BlockTable())
-        table.block_ids.extend(self.pool.allocate(self.num_new_blocks(seq, num_tokens)))
+        table.block_ids.extend(new_blocks)
         table.num_tokens = max(table.num_tokens, num_tokens)
 
     def truncate(self, seq: Hashable, num_tokens: int) -> None:

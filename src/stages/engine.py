@@ -48,8 +48,8 @@ class StageEngine:
 
     Every request lives on the engine's thread: other threads only `submit` commands
     and receive outputs through `emit`, called on the engine thread after each step.
-    A command that a request rejects (ValueError) and a runner failure become error
-    outputs for the requests concerned; the engine itself keeps running.
+    A command that a request rejects and a runner failure become error outputs for
+    the requests concerned; the engine itself keeps running.
     """
 
     def __init__(self, name: str, scheduler: Scheduler, runner: ModelRunner, emit: Callable[[list[StageOutput]], None]) -> None:
@@ -116,7 +116,9 @@ class StageEngine:
                 scheduler.abort(command.request_id)
             elif command.request_id in scheduler.requests:
                 self._apply_to_request(command)
-        except ValueError as exc:
+        except Exception as exc:  # a bad command fails its request, never the engine
+            if not isinstance(exc, ValueError):
+                log.exception("stage %s: command %s failed", self.name, type(command).__name__)
             self.emit([StageOutput(command.request_id, error=str(exc))])
 
     def _apply_to_request(self, command: AppendInput | StopGeneration) -> None:

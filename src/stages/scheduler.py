@@ -85,39 +85,45 @@ class Scheduler:
         num_tokens = request.num_schedulable(budget)
         if num_tokens <= 0 or request.status is RequestStatus.FINISHED:
             return None
+        if self.kv is not None and not self.kv.fits_at_all(request.num_known):
+            capacity = self.kv.pool.num_blocks * self.kv.block_size
+            self.fail(request, f"needs {request.num_known} tokens of KV; the pool holds {capacity}")
+            return None
         if self.kv is not None and not self._reserve(request, request.num_computed + num_tokens, ordered, plan):
             return None
         return ScheduledChunk(request, request.num_computed, num_tokens)
 
     def _reserve(self, request: StageRequest, num_tokens: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
         assert self.kv is not None
-        if not self.kv.fits_at_all(num_tokens):
-            self.fail(request, f"needs {num_tokens} tokens of KV; the pool holds {self.kv.pool.num_blocks * self.kv.block_size}")
-            return False
-        may_preempt_active = request.status is RequestStatus.RUNNING
-        while not self.kv.can_reserve(request.request_id, num_tokens):
-            victim = self._pick_victim(request, ordered, plan, may_preempt_active)
-            if victim is None:
+        shortfall = self.kv.num_new_blocks(request.request_id, num_tokens) - self.kv.num_free_blocks
+        if shortfall > 0:
+            victims = self._victims(request, ordered, plan, shortfall)
+            if victims is None:
                 return False
-            self._preempt(victim, plan)
+            for victim in victims:
+                self._preempt(victim, plan)
         self.kv.reserve(request.request_id, num_tokens)
         return True
 
-    def _pick_victim(
-        self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan, may_preempt_active: bool
-    ) -> StageRequest | None:
+    def _victims(
+        self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan, shortfall: int
+    ) -> list[StageRequest] | None:
+        """The fewest victims, in preemption order, that free `shortfall` blocks; None if none do."""
         planned = {c.request.request_id for c in plan.chunks} | {request.request_id}
-        holders = [
-            r for r in self.requests.values()
+        holders = {
+            r.request_id: r for r in self.requests.values()
             if r.status is RequestStatus.RUNNING and r.request_id not in planned and self.kv.num_blocks_held(r.request_id)
-        ]
-        idle = [r for r in holders if r.num_pending == 0]
-        if idle:
-            return min(idle, key=lambda r: r.last_scheduled_time)
-        if not may_preempt_active:
-            return None
-        active = {r.request_id for r in holders}
-        return next((r for r in reversed(ordered) if r.request_id in active), None)
+        }
+        candidates = sorted((r for r in holders.values() if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
+        if request.status is RequestStatus.RUNNING:
+            candidates += [r for r in reversed(ordered) if r.request_id in holders and r.num_pending > 0]
+        victims, freed = [], 0
+        for victim in candidates:
+            if freed >= shortfall:
+                break
+            victims.append(victim)
+            freed += self.kv.num_blocks_held(victim.request_id)
+        return victims if freed >= shortfall else None
 
     def _preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
         if self.kv is not None:
@@ -157,6 +163,7 @@ class Scheduler:
         self.kv.check_integrity()
         for request in self.requests.values():
             held = self.kv.num_blocks_held(request.request_id)
+            assert request.num_computed >= 0, f"{request.request_id}: negative num_computed"
             if request.status is RequestStatus.WAITING:
                 assert held == 0 and request.num_computed == 0, f"{request.request_id} waits but holds KV"
             else:

@@ -61,6 +61,12 @@ class StageRequest(ABC):
     def reset_computed(self) -> None:
         self.num_computed = 0
 
+    def stop_generation(self) -> None:
+        raise ValueError(f"{type(self).__name__} does not generate; nothing to stop")
+
+    def truncate(self, num_tokens: int) -> None:
+        raise ValueError(f"{type(self).__name__} cannot be truncated")
+
     @property
     @abstractmethod
     def is_finished(self) -> bool:

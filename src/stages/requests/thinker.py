@@ -74,6 +74,8 @@ class ThinkerRequest(StageRequest):
     def _append_turn(self, turn: TurnInput) -> None:
         if self.is_generating:
             raise ValueError("a turn is still generating; cancel it before appending")
+        if turn.sampling is not None and not turn.token_ids:
+            raise ValueError("a generating turn needs at least one new token")
         if len(self.token_ids) + len(turn.token_ids) >= self.max_position:
             raise ValueError(
                 f"context would reach {len(self.token_ids) + len(turn.token_ids)} tokens, "
@@ -115,6 +117,8 @@ class ThinkerRequest(StageRequest):
 
     def truncate(self, num_tokens: int) -> None:
         """Keep the first `num_tokens` positions of the context (e.g. what was heard)."""
+        if not isinstance(num_tokens, int) or not 0 <= num_tokens <= len(self.token_ids):
+            raise ValueError(f"cannot keep {num_tokens!r} tokens of a {len(self.token_ids)}-token context")
         del self.token_ids[num_tokens:]
         self.embed_spans = [
             (start, rows[: num_tokens - start]) for start, rows in self.embed_spans if start < num_tokens
