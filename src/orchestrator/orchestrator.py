@@ -48,13 +48,10 @@ class Orchestrator:
         self.frames_per_token = talker.frames_per_token
         self.talker_bos_id = talker.bos_id
         self.output_sample_rate = config.vocoder.model.sample_rate
-        self.vocoder_left_context = 0
+        self.vocoder_left_context = config.vocoder.model.left_context_frames
 
     async def start(self) -> None:
-        from stages.models.vocoder import Vocoder
-
         self._loop = asyncio.get_running_loop()
-        self.vocoder_left_context = Vocoder(self.config.vocoder.model).left_context_frames
         self.stages = await asyncio.to_thread(self.placement.start, self.config.stages, self._from_engine, self.clock)
 
     async def stop(self) -> None:

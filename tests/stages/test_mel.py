@@ -11,7 +11,9 @@ def sine(hz: float, seconds: float = 1.0) -> torch.Tensor:
     return (0.5 * torch.sin(2 * math.pi * hz * t)).float()
 
 
-@pytest.mark.parametrize(("num_samples", "num_frames"), [(0, 0), (1, 1), (160, 1), (161, 2), (16000, 100), (32000, 200)])
+@pytest.mark.parametrize(
+    ("num_samples", "num_frames"), [(0, 0), (1, 1), (160, 1), (161, 2), (16000, 100), (32000, 200)]
+)
 def test_one_frame_per_started_hop(num_samples, num_frames):
     assert log_mel(torch.zeros(num_samples)).shape == (num_frames, 80)
 

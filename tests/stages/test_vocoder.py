@@ -8,7 +8,9 @@ from stages.models.weights import init_deterministic
 SPF = 1920
 # A small config with a short frame, so the sample conv (8 samples back) reaches a
 # whole previous frame and chunk joins are exercised at every frame boundary.
-SHORT_FRAMES = VocoderConfig(samples_per_frame=8, sample_kernel=9, hidden_size=32, num_frame_layers=2, frame_kernel=2)
+SHORT_FRAMES = VocoderConfig(
+    samples_per_frame=8, sample_kernel=9, hidden_size=32, num_frame_layers=2, frame_kernel=2
+)
 
 
 def make_vocoder(seed: int = 0, config: VocoderConfig = VocoderConfig()) -> Vocoder:
@@ -85,7 +87,7 @@ def test_chunked_output_equals_whole_sequence(schedule, config, frames):
     vocoder = make_vocoder(0, config)
     sizes = [4, 16, 16, len(frames) - 36] if schedule == "4,16,16,rest" else [1] * len(frames)
     whole, chunked = vocoder(frames), decode_in_chunks(vocoder, frames, sizes)
-    # Not bitwise: up to ~4e-8 apart on this machine (x86, torch 2.13 CPU), as BLAS
+    # Not bitwise: a few 1e-8 apart on this machine (x86, torch 2.13 CPU), as BLAS
     # blocks a GEMM differently for a different number of rows.
     assert torch.allclose(chunked, whole, atol=1e-6, rtol=0)
 

@@ -90,13 +90,21 @@ class AudioEncoder(nn.Module):
         for i, chunk in enumerate(chunks):
             self._check_chunk(i, chunk)
         filled = [i for i, chunk in enumerate(chunks) if chunk.numel()]
-        outputs = [self._no_frames() for _ in chunks]
-        if filled:
-            for i, encoded in zip(filled, self._encode_batch([chunks[i] for i in filled])):
-                outputs[i] = encoded
-        return outputs
+        encoded = dict(zip(filled, self._encode_batch([chunks[i] for i in filled]))) if filled else {}
+        return [encoded[i] if i in encoded else self._no_frames() for i in range(len(chunks))]
 
     def _encode_batch(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
+        x, lengths = self._downsample(chunks)
+        valid = _valid(lengths, x.shape[1])
+        attn_mask = None if bool(valid.all()) else valid[:, None, None, :]
+        x = x + self.positions[: x.shape[1]]
+        for layer in self.layers:
+            x = layer(x, attn_mask)
+        x = self.proj(self.final_norm(x))
+        return [x[i, :n] for i, n in enumerate(lengths.tolist())]
+
+    def _downsample(self, chunks: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Chunks -> ([B, frames, hidden] at 12.5 Hz, valid frames per chunk); padding is zero at each conv input."""
         device = self.positions.device
         mels = [log_mel(chunk.to(device), self.config.n_mels) for chunk in chunks]
         lengths = torch.tensor([mel.shape[0] for mel in mels], device=device)
@@ -105,19 +113,14 @@ class AudioEncoder(nn.Module):
             x = F.gelu(conv(x))
             lengths = (lengths + 1) // 2
             x = x * _valid(lengths, x.shape[-1])[:, None, :]
-        valid = _valid(lengths, x.shape[-1])
-        x = x.transpose(1, 2) + self.positions[: x.shape[-1]]
-        attn_mask = None if bool(valid.all()) else valid[:, None, None, :]
-        for layer in self.layers:
-            x = layer(x, attn_mask)
-        x = self.proj(self.final_norm(x))
-        return [x[i, :n] for i, n in enumerate(lengths.tolist())]
+        return x.transpose(1, 2), lengths
 
     def _check_chunk(self, index: int, chunk: torch.Tensor) -> None:
         if chunk.dim() != 1:
             raise ValueError(f"chunk {index} must be 1-D, got shape {tuple(chunk.shape)}")
         if chunk.numel() > self.config.chunk_samples:
-            raise ValueError(f"chunk {index} has {chunk.numel()} samples, more than chunk_samples ({self.config.chunk_samples})")
+            limit = self.config.chunk_samples
+            raise ValueError(f"chunk {index} has {chunk.numel()} samples, more than chunk_samples ({limit})")
 
     def _no_frames(self) -> torch.Tensor:
         return self.positions.new_zeros(0, self.config.output_size)

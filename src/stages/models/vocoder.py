@@ -35,9 +35,8 @@ class VocoderConfig:
         for field in fields(self):
             _require_positive_int(field.name, getattr(self, field.name))
         if self.sample_kernel > self.samples_per_frame + 1:
-            raise ValueError(
-                f"sample_kernel ({self.sample_kernel}) must be at most samples_per_frame + 1 ({self.samples_per_frame + 1})"
-            )
+            limit = self.samples_per_frame + 1
+            raise ValueError(f"sample_kernel ({self.sample_kernel}) must be at most samples_per_frame + 1 ({limit})")
 
     @property
     def frame_receptive_field(self) -> int:
@@ -48,6 +47,11 @@ class VocoderConfig:
     def sample_context_frames(self) -> int:
         """Earlier frames whose samples the sample-level conv reaches into (0 or 1)."""
         return int(self.sample_kernel > 1)
+
+    @property
+    def left_context_frames(self) -> int:
+        """Earlier frames a chunk needs so that chunked output equals whole-sequence output."""
+        return self.frame_receptive_field + self.sample_context_frames
 
 
 class Vocoder(nn.Module):
@@ -75,7 +79,7 @@ class Vocoder(nn.Module):
 
     @property
     def left_context_frames(self) -> int:
-        return self.config.frame_receptive_field + self.config.sample_context_frames
+        return self.config.left_context_frames
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         """[N] frame ids -> [N * samples_per_frame] samples."""
@@ -90,26 +94,33 @@ class Vocoder(nn.Module):
         for i, (frames, num_context) in enumerate(chunks):
             self._check_chunk(i, frames, num_context)
         busy = [i for i, (frames, num_context) in enumerate(chunks) if len(frames) > num_context]
-        outputs = [self.upsample.weight.new_zeros(0) for _ in chunks]
-        if busy:
-            for i, samples in zip(busy, self._decode_batch([chunks[i] for i in busy])):
-                outputs[i] = samples
-        return outputs
+        decoded = dict(zip(busy, self._decode_batch([chunks[i] for i in busy]))) if busy else {}
+        return [decoded[i] if i in decoded else self.upsample.weight.new_zeros(0) for i in range(len(chunks))]
 
     def _decode_batch(self, chunks: list[tuple[torch.Tensor, int]]) -> list[torch.Tensor]:
-        spf, reach = self.config.samples_per_frame, self.config.sample_kernel - 1
-        device = self.upsample.weight.device
-        features = self._frame_features(pad_sequence([frames.to(device) for frames, _ in chunks], batch_first=True))
         starts = [max(num_context - self.config.sample_context_frames, 0) for _, num_context in chunks]
-        rows = [features[b, start : len(frames)] for b, ((frames, _), start) in enumerate(zip(chunks, starts))]
-        upsampled = F.gelu(self.upsample(torch.cat(rows))).view(-1, self.config.sample_channels, spf)
-        new_index, at_sequence_start = _new_frame_index(chunks, starts)
-        new_index, at_sequence_start = new_index.to(device), at_sequence_start.to(device)
-        previous_tails = upsampled[(new_index - 1).clamp(min=0), :, spf - reach :]
-        previous_tails[at_sequence_start] = 0.0
-        segments = torch.cat([previous_tails, upsampled[new_index]], dim=-1)
+        upsampled = self._upsample_rows(chunks, starts)
+        segments = self._segments(upsampled, *_new_frame_index(chunks, starts))
         samples = torch.tanh(_valid_conv_to_one_channel(segments, self.sample_conv)).view(-1)
+        spf = self.config.samples_per_frame
         return list(samples.split([(len(frames) - num_context) * spf for frames, num_context in chunks]))
+
+    def _upsample_rows(self, chunks: list[tuple[torch.Tensor, int]], starts: list[int]) -> torch.Tensor:
+        """Frames `start:` of every chunk, upsampled -> [their number, sample_channels, samples_per_frame]."""
+        device = self.upsample.weight.device
+        ids = pad_sequence([frames.to(device) for frames, _ in chunks], batch_first=True)
+        features = self._frame_features(ids)
+        rows = [features[b, start : len(frames)] for b, ((frames, _), start) in enumerate(zip(chunks, starts))]
+        upsampled = F.gelu(self.upsample(torch.cat(rows)))
+        return upsampled.view(-1, self.config.sample_channels, self.config.samples_per_frame)
+
+    def _segments(self, upsampled: torch.Tensor, new_index: torch.Tensor, at_start: torch.Tensor) -> torch.Tensor:
+        """Each new frame's samples after the sample_kernel - 1 samples before them (zeros at a sequence start)."""
+        reach = self.config.sample_kernel - 1
+        new_index, at_start = new_index.to(upsampled.device), at_start.to(upsampled.device)
+        previous_tails = upsampled[(new_index - 1).clamp(min=0), :, upsampled.shape[-1] - reach :]
+        previous_tails[at_start] = 0.0
+        return torch.cat([previous_tails, upsampled[new_index]], dim=-1)
 
     def _frame_features(self, ids: torch.Tensor) -> torch.Tensor:
         """[B, M] ids -> [B, M, hidden]: causal dilated convs with pre-norm residuals."""
@@ -120,7 +131,8 @@ class Vocoder(nn.Module):
 
     def _check_chunk(self, index: int, frames: torch.Tensor, num_context: int) -> None:
         if frames.dim() != 1 or frames.dtype.is_floating_point or frames.dtype == torch.bool:
-            raise ValueError(f"chunk {index}: frames must be a 1-D integer tensor, got {frames.dtype} {tuple(frames.shape)}")
+            got = f"{frames.dtype} {tuple(frames.shape)}"
+            raise ValueError(f"chunk {index}: frames must be a 1-D integer tensor, got {got}")
         if not 0 <= num_context <= len(frames):
             raise ValueError(f"chunk {index}: num_context ({num_context}) must be in [0, {len(frames)}]")
         if len(frames) and not 0 <= int(frames.min()) <= int(frames.max()) < self.config.codec_vocab_size:
@@ -128,7 +140,8 @@ class Vocoder(nn.Module):
 
 
 def _causal_conv(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
-    """`conv` over [B, M, channels], left-padded; one matmul over stacked taps (torch's dilated conv is slow on CPU)."""
+    """`conv` over [B, M, channels], left-padded, as one matmul over stacked taps
+    (torch's own dilated conv is several times slower on CPU)."""
     dilation, kernel, length = conv.dilation[0], conv.kernel_size[0], x.shape[1]
     padded = F.pad(x, (0, 0, dilation * (kernel - 1), 0))
     taps = torch.cat([padded[:, j * dilation : j * dilation + length] for j in range(kernel)], dim=-1)
@@ -147,7 +160,9 @@ def _valid_conv_to_one_channel(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor
     return out
 
 
-def _new_frame_index(chunks: list[tuple[torch.Tensor, int]], starts: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def _new_frame_index(
+    chunks: list[tuple[torch.Tensor, int]], starts: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat indices of the new frames among the upsampled rows, and which of them start their sequence."""
     index, at_sequence_start, offset = [], [], 0
     for (frames, num_context), start in zip(chunks, starts):
