@@ -61,7 +61,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.audio is not None:
         samples, rate = read_wav(args.audio)
         audio = resample(samples, rate, ENCODER_RATE)
-    result = asyncio.run(run_one_turn(config, TurnRequest(audio=audio, text=args.text, max_tokens=args.max_tokens)))
+    result = asyncio.run(run_one_turn(config, audio, args.text, TurnRequest(max_tokens=args.max_tokens)))
     write_wav(args.out, result.audio, result.sample_rate)
     summary = result.summary()
     if args.json:

@@ -41,20 +41,22 @@ class TurnResult:
         }
 
 
-async def run_one_turn(config: LiveServeConfig, request: TurnRequest) -> TurnResult:
+async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: str, request: TurnRequest) -> TurnResult:
+    """One user message (16 kHz audio and/or text) and the reply, timed from the end of the message."""
     configure_torch(config.runtime)
     orch = Orchestrator(config.pipeline)
     await orch.start()
     try:
         orch.open_session("cli")
-        return await collect_turn(orch, "cli", request)
+        started = time.monotonic()
+        orch.add_user_item("cli", "user0", audio, text)
+        return await collect_turn(orch, "cli", request, started)
     finally:
         await orch.stop()
 
 
-async def collect_turn(orch: Orchestrator, session_id: str, request: TurnRequest) -> TurnResult:
-    """Start a turn and gather its events until TurnDone."""
-    started = time.monotonic()
+async def collect_turn(orch: Orchestrator, session_id: str, request: TurnRequest, started: float) -> TurnResult:
+    """Start a turn and gather its events until TurnDone; times count from `started`."""
     turn = orch.start_turn(session_id, request)
     text, audio, first, last = [], [], None, None
     while True:

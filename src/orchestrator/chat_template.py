@@ -1,4 +1,4 @@
-"""ChatML-style context layout of the thinker, with audio placeholders."""
+"""ChatML-style context layout of the thinker, one segment per conversation item."""
 
 from __future__ import annotations
 
@@ -6,26 +6,29 @@ from stages.models.tokenizer import TextTokenizer
 
 
 class ChatTemplate:
-    """Token ids of system and user turns; audio embeddings go over `<|audio_pad|>` rows."""
+    """Token ids of messages; audio embeddings go over `<|audio_pad|>` rows.
+
+    A segment that follows others starts with a newline, and with `<|im_end|>` first
+    when the previous message was cut short (`close_previous`).
+    """
 
     def __init__(self, tokenizer: TextTokenizer) -> None:
         self.tok = tokenizer
+        self.newline = tokenizer.encode("\n")
+
+    def _lead(self, is_first: bool, close_previous: bool) -> list[int]:
+        return ([self.tok.im_end_id] if close_previous else []) + ([] if is_first else self.newline)
 
     def system(self, instructions: str) -> list[int]:
-        return self._message("system", self.tok.encode_literal(instructions)) + self.tok.encode("\n")
+        return [self.tok.im_start_id] + self.tok.encode("system\n") + self.tok.encode_literal(instructions) + [self.tok.im_end_id]
 
-    def user_turn(self, text: str, num_audio: int, close_previous: bool) -> tuple[list[int], int]:
-        """Ids of a user turn and the assistant prefix, and the offset of its first audio row.
-
-        `close_previous` first ends an assistant reply cut short (no `<|im_end|>` yet).
-        """
-        ids = [self.tok.im_end_id] + self.tok.encode("\n") if close_previous else []
-        audio = [self.tok.audio_start_id] + [self.tok.audio_pad_id] * num_audio + [self.tok.audio_end_id] if num_audio else []
-        ids += [self.tok.im_start_id] + self.tok.encode("user\n")
+    def user(self, text: str, num_audio: int, is_first: bool, close_previous: bool) -> tuple[list[int], int]:
+        """A user message and the offset of its first audio row."""
+        ids = self._lead(is_first, close_previous) + [self.tok.im_start_id] + self.tok.encode("user\n")
         offset = len(ids) + 1
-        ids += audio + self.tok.encode_literal(text) + [self.tok.im_end_id] + self.tok.encode("\n")
-        ids += [self.tok.im_start_id] + self.tok.encode("assistant\n")
-        return ids, offset
+        if num_audio:
+            ids += [self.tok.audio_start_id] + [self.tok.audio_pad_id] * num_audio + [self.tok.audio_end_id]
+        return ids + self.tok.encode_literal(text) + [self.tok.im_end_id], offset
 
-    def _message(self, role: str, content: list[int]) -> list[int]:
-        return [self.tok.im_start_id] + self.tok.encode(f"{role}\n") + content + [self.tok.im_end_id]
+    def assistant_prefix(self, is_first: bool, close_previous: bool) -> list[int]:
+        return self._lead(is_first, close_previous) + [self.tok.im_start_id] + self.tok.encode("assistant\n")

@@ -1,4 +1,4 @@
-"""The asyncio side of the pipeline: sessions, turns and routing between stage engines."""
+"""The asyncio side of the pipeline: sessions, their context, turns and routing."""
 
 from __future__ import annotations
 
@@ -7,16 +7,21 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
+
 from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
 from orchestrator.placement import LocalPlacement, Placement, StageHandle
-from orchestrator.session_context import SessionContext
+from orchestrator.session_context import ContextSegment, SessionContext
 from orchestrator.turn import Turn, TurnRequest
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command
+from orchestrator.user_input import UserInput
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
 from stages.engine import StageStatus
 from stages.models.tokenizer import TextTokenizer
 from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
+
+SYSTEM_ITEM = "system"
 
 
 class OutputHandler(Protocol):
@@ -24,11 +29,13 @@ class OutputHandler(Protocol):
 
 
 class Orchestrator:
-    """Owns the stage engines (through a placement) and every session's routing.
+    """Owns the stage engines (through a placement), every session's context and routing.
 
     All methods run on the event loop thread. Engine outputs hop onto the loop and
-    go to the handler that owns the request id (a Turn, or a SessionContext for the
-    resident thinker request); outputs of requests nobody owns any more are dropped.
+    go to the handler that owns the request id; outputs nobody owns are dropped.
+    A session's thinker context is the concatenation of its segments (one per
+    conversation item); edits at the tail truncate the resident KV in place, edits
+    further back rebuild the context (the thinker recomputes it).
     """
 
     def __init__(
@@ -44,11 +51,12 @@ class Orchestrator:
         self.sessions: dict[str, SessionContext] = {}
         self._owners: dict[str, OutputHandler] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        talker = config.talker.model
-        self.frames_per_token = talker.frames_per_token
-        self.talker_bos_id = talker.bos_id
-        self.output_sample_rate = config.vocoder.model.sample_rate
-        self.vocoder_left_context = config.vocoder.model.left_context_frames
+        vocoder = config.vocoder.model
+        self.frames_per_token = config.talker.model.frames_per_token
+        self.talker_bos_id = config.talker.model.bos_id
+        self.output_sample_rate = vocoder.sample_rate
+        self.frame_ms = 1000.0 * vocoder.samples_per_frame / vocoder.sample_rate
+        self.vocoder_left_context = vocoder.left_context_frames
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -82,30 +90,82 @@ class Orchestrator:
         if session_id in self.sessions:
             raise ValueError(f"session {session_id!r} is already open")
         session = SessionContext(session_id)
-        thinker = self.config.thinker.model
-        stop_ids = frozenset({self.tokenizer.im_end_id, self.tokenizer.endoftext_id})
-        request = ThinkerRequest(session.thinker_id, self.clock(), stop_ids, thinker.max_position)
         self.sessions[session_id] = session
-        self.own(session.thinker_id, session)
-        self.submit("thinker", AddRequest(request))
         if instructions:
-            self.submit("thinker", AppendInput(session.thinker_id, TurnInput(self.template.system(instructions))))
+            session.segments.append(ContextSegment(SYSTEM_ITEM, self.template.system(instructions)))
+        self._start_thinker(session)
         return session
 
-    def start_turn(self, session_id: str, request: TurnRequest) -> Turn:
+    def _start_thinker(self, session: SessionContext) -> None:
+        """A new resident thinker request holding the session's segments."""
+        stop_ids = frozenset({self.tokenizer.im_end_id, self.tokenizer.endoftext_id})
+        request = ThinkerRequest(session.thinker_id, self.clock(), stop_ids, self.config.thinker.model.max_position)
+        self.own(session.thinker_id, session)
+        self.submit("thinker", AddRequest(request))
+        if session.segments:
+            ids, embeds = [], []
+            for segment in session.segments:
+                embeds += [(len(ids) + offset, rows) for offset, rows in segment.embeds]
+                ids += segment.token_ids
+            self.submit("thinker", AppendInput(session.thinker_id, TurnInput(ids, embeds)))
+
+    def add_user_item(self, session_id: str, item_id: str, audio: np.ndarray | None = None, text: str = "") -> asyncio.Task:
+        """Append a user message (16 kHz audio and/or text); the task resolves once it is in context."""
+        session = self._session(session_id)
+        return asyncio.ensure_future(UserInput(self, session, item_id, audio, text).run())
+
+    def start_turn(self, session_id: str, request: TurnRequest, item_id: str | None = None) -> Turn:
+        """Generate a reply after every earlier item has entered the context."""
         session = self._session(session_id)
         if session.active_turn is not None:
             raise ValueError(f"session {session_id!r} already has an active turn")
-        turn = Turn(f"{session_id}/turn{session.num_turns}", session, request, self)
+        turn_id = f"{session_id}/turn{session.num_turns}"
+        turn = Turn(turn_id, item_id or turn_id, session, request, self)
         session.turn_started(turn)
-        turn.start()
+        asyncio.ensure_future(turn.run())
         return turn
 
-    def cancel_turn(self, session_id: str) -> bool:
+    def cancel_turn(self, session_id: str, heard_ms: float | None = None) -> bool:
         turn = self._session(session_id).active_turn
         if turn is not None:
-            turn.cancel()
+            turn.cancel(heard_ms)
         return turn is not None
+
+    def truncate_item(self, session_id: str, item_id: str, keep_tokens: int) -> None:
+        """Cut an item's segment to its first `keep_tokens` tokens."""
+        session = self._session(session_id)
+        segment = session.segment(item_id)
+        if segment is None:
+            raise KeyError(f"item {item_id!r} is not in the context")
+        if keep_tokens < len(segment.token_ids):
+            del segment.token_ids[keep_tokens:]
+            segment.spoken = [i for i in segment.spoken if i < keep_tokens]
+            segment.is_closed = False
+            self.context_edited(session, segment)
+
+    def delete_item(self, session_id: str, item_id: str) -> bool:
+        session = self._session(session_id)
+        segment = session.segment(item_id)
+        if segment is None:
+            return False
+        session.segments.remove(segment)
+        self._rebuild(session)
+        return True
+
+    def context_edited(self, session: SessionContext, segment: ContextSegment) -> None:
+        """Bring the thinker's resident context in line with an edited segment."""
+        if segment is session.segments[-1]:
+            self.submit("thinker", StopGeneration(session.thinker_id, session.num_tokens))
+        else:
+            self._rebuild(session)
+
+    def _rebuild(self, session: SessionContext) -> None:
+        if session.active_turn is not None and session.active_turn.is_generating:
+            raise ValueError("the conversation cannot be edited while a response is being generated")
+        self.disown(session.thinker_id)
+        self.submit("thinker", AbortRequest(session.thinker_id))
+        session.next_thinker_id()
+        self._start_thinker(session)
 
     def close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id, None)

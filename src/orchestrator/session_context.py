@@ -1,8 +1,12 @@
-"""The orchestrator's view of one session: its resident thinker context and current turn."""
+"""The orchestrator's view of one session: its thinker context as segments, one per item."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import torch
 
 from stages.plan import StageOutput
 
@@ -10,15 +14,58 @@ if TYPE_CHECKING:
     from orchestrator.turn import Turn
 
 
+@dataclass
+class ContextSegment:
+    """The thinker positions one conversation item occupies, with its embedding overrides."""
+
+    item_id: str
+    token_ids: list[int]
+    embeds: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    is_closed: bool = True  # ends with <|im_end|>
+    spoken: list[int] = field(default_factory=list)  # indices of tokens that became audio, in order
+
+    def keep_for_heard(self, heard_tokens: int) -> int:
+        """Tokens of this segment to keep when only `heard_tokens` spoken tokens were heard."""
+        if heard_tokens >= len(self.spoken):
+            return len(self.token_ids)
+        return self.spoken[heard_tokens] if heard_tokens > 0 else self.spoken[0]
+
+
 class SessionContext:
-    """Owns the session's resident thinker request; routes its outputs to the active turn."""
+    """Owns a session's resident thinker request and the segments that make up its context.
+
+    Context edits are serialised by `lock`: a user item enters the context only
+    between generations; a turn holds the lock until its thinker generation ends.
+    """
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        self.thinker_id = f"{session_id}/thinker"
+        self.thinker_id = f"{session_id}/thinker#0"
+        self.num_rebuilds = 0
+        self.segments: list[ContextSegment] = []
         self.active_turn: Turn | None = None
         self.num_turns = 0
-        self.needs_close = False
+        self.lock = asyncio.Lock()
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.segments)
+
+    @property
+    def needs_close(self) -> bool:
+        return bool(self.segments) and not self.segments[-1].is_closed
+
+    def segment(self, item_id: str) -> ContextSegment | None:
+        return next((s for s in self.segments if s.item_id == item_id), None)
+
+    def start_of(self, segment: ContextSegment) -> int:
+        """Absolute context position of the segment's first token."""
+        return sum(len(s.token_ids) for s in self.segments[: self.segments.index(segment)])
+
+    def next_thinker_id(self) -> str:
+        self.num_rebuilds += 1
+        self.thinker_id = f"{self.session_id}/thinker#{self.num_rebuilds}"
+        return self.thinker_id
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.active_turn is not None:

@@ -1,4 +1,4 @@
-"""One user turn through encoder -> thinker -> talker -> vocoder, and its one teardown path."""
+"""One response: thinker generation -> talker -> vocoder, and its one teardown path."""
 
 from __future__ import annotations
 
@@ -6,29 +6,27 @@ import asyncio
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from orchestrator.chunk_stream import ChunkStream
 from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnUsage
-from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
+from orchestrator.session_context import ContextSegment, SessionContext
+from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.config import SamplingParams
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.plan import StageOutput
-from stages.requests import EncoderRequest, TalkerRequest, ThinkerStep, TurnInput, VocoderRequest
+from stages.requests import TalkerRequest, ThinkerStep, TurnInput, VocoderRequest
 
 if TYPE_CHECKING:
     from orchestrator.orchestrator import Orchestrator
-    from orchestrator.session_context import SessionContext
 
 STATUS_BY_REASON = {"stop": "completed", "length": "incomplete"}
 
 
 @dataclass(frozen=True)
 class TurnRequest:
-    """What the user said (16 kHz float audio and/or text) and how to answer."""
+    """How to answer: speak or only write, and per-response sampling overrides."""
 
-    audio: np.ndarray | None = None
-    text: str = ""
     speak: bool = True
     max_tokens: int | None = None
     temperature: float | None = None
@@ -36,43 +34,60 @@ class TurnRequest:
 
 
 class Turn:
-    """Drives one turn: submits work to each stage, routes outputs downstream, emits events.
+    """Generates one assistant reply into the session's context and streams it out.
 
-    Events arrive in order on `events`; exactly one TurnDone ends them. `cancel`
-    aborts the turn's requests in every stage and stops the thinker's generation; the
-    session's resident thinker context is kept.
+    Waits for earlier context edits (user items) and holds the session lock while
+    the thinker generates. Events arrive in order on `events`; exactly one TurnDone
+    ends them. `cancel(heard_ms)` aborts the reply in every stage and cuts the
+    assistant segment to the tokens whose audio was heard.
     """
 
-    def __init__(self, turn_id: str, session: SessionContext, request: TurnRequest, orch: Orchestrator) -> None:
-        self.turn_id = turn_id
-        self.session = session
-        self.request = request
-        self.orch = orch
+    def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, orch: Orchestrator):
+        self.turn_id, self.item_id, self.session, self.request, self.orch = turn_id, item_id, session, request, orch
         self.events: asyncio.Queue[TurnEvent] = asyncio.Queue()
         self.usage = TurnUsage()
         self.status: str | None = None
         self.finish_reason: str | None = None
-        self._embeddings: list[torch.Tensor] = []
+        self.segment: ContextSegment | None = None
+        self._generating = asyncio.get_running_loop().create_future()
         self._detok = IncrementalDetokenizer(orch.tokenizer)
         self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(orch.config.thinker_to_talker)
         self._to_vocoder: ChunkStream[int] = ChunkStream(orch.config.talker_to_vocoder)
-        self.ids = {kind: f"{turn_id}/{kind}" for kind in ("encoder", "talker", "vocoder")}
+        self.ids = {kind: f"{turn_id}/{kind}" for kind in ("talker", "vocoder")}
 
     @property
     def is_done(self) -> bool:
         return self.status is not None
 
-    def start(self) -> None:
+    @property
+    def is_generating(self) -> bool:
+        """True while the thinker generates this reply (the context may not be edited)."""
+        return self.segment is not None and not self._generating.done()
+
+    async def run(self) -> None:
+        async with self.session.lock:
+            if self.is_done:
+                return
+            self._start()
+            await self._generating
+
+    def _start(self) -> None:
+        session, orch = self.session, self.orch
+        prefix = orch.template.assistant_prefix(not session.segments, session.needs_close)
+        limit = orch.config.thinker.model.max_position
+        if session.num_tokens + len(prefix) >= limit:
+            self._finish("failed", error=f"the context is full ({session.num_tokens} of {limit} tokens)")
+            return
+        if session.segments:
+            session.segments[-1].is_closed = True
+        self.segment = ContextSegment(self.item_id, list(prefix), is_closed=False)
+        session.segments.append(self.segment)
         if self.request.speak:
-            self._add("talker", TalkerRequest(self.ids["talker"], self.orch.clock(), self.orch.frames_per_token,
-                                              self._talker_sampling(), self.orch.talker_bos_id))
-            self._add("vocoder", VocoderRequest(self.ids["vocoder"], self.orch.clock(), self.orch.vocoder_left_context))
-        if self.request.audio is not None and len(self.request.audio):
-            enc = self.orch.config.encoder.model
-            self._add("encoder", EncoderRequest(self.ids["encoder"], self.orch.clock(), enc.chunk_frames, enc.samples_per_frame))
-            self.orch.submit("encoder", AppendInput(self.ids["encoder"], torch.from_numpy(self.request.audio), close=True))
-        else:
-            self._submit_to_thinker(None)
+            self._add("talker", TalkerRequest(self.ids["talker"], orch.clock(), orch.frames_per_token,
+                                              self._talker_sampling(), orch.talker_bos_id))
+            self._add("vocoder", VocoderRequest(self.ids["vocoder"], orch.clock(), orch.vocoder_left_context))
+        self.usage.input_tokens = session.num_tokens
+        orch.submit("thinker", AppendInput(session.thinker_id, TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
 
     def _add(self, kind: str, request) -> None:
         self.orch.own(request.request_id, self)
@@ -83,8 +98,6 @@ class Turn:
             return
         if output.error is not None:
             self._finish("failed", error=f"{kind} stage: {output.error}")
-        elif kind == "encoder":
-            self._on_encoder(output)
         elif kind == "thinker":
             self._on_thinker(output.payload)
         elif kind == "talker":
@@ -92,30 +105,16 @@ class Turn:
         elif kind == "vocoder":
             self._on_vocoder(output)
 
-    def _on_encoder(self, output: StageOutput) -> None:
-        if output.payload is not None:
-            self._embeddings.append(output.payload)
-        if output.is_finished:
-            self.orch.disown(output.request_id)
-            self._submit_to_thinker(torch.cat(self._embeddings) if self._embeddings else None)
-
-    def _submit_to_thinker(self, audio_embeddings: torch.Tensor | None) -> None:
-        num_audio = 0 if audio_embeddings is None else len(audio_embeddings)
-        ids, offset = self.orch.template.user_turn(self.request.text, num_audio, self.session.needs_close)
-        embeds = [] if audio_embeddings is None else [(offset, audio_embeddings)]
-        self.usage.input_tokens, self.usage.audio_input_frames = len(ids), num_audio
-        self.session.needs_close = False
-        turn = TurnInput(ids, embeds, self._thinker_sampling(), self.turn_id)
-        self.orch.submit("thinker", AppendInput(self.session.thinker_id, turn))
-
     def _on_thinker(self, step: ThinkerStep | None) -> None:
         if step is None or step.turn_id != self.turn_id:
             return
         self.usage.text_tokens += 1
+        self.segment.token_ids.append(step.token_id)
         text = self._detok.push(step.token_id)
         if text:
             self._emit(TextDelta(text))
         if self.request.speak and not self.orch.tokenizer.is_special(step.token_id):
+            self.segment.spoken.append(len(self.segment.token_ids) - 1)
             for chunk in self._to_talker.push([step.hidden]):
                 self.orch.submit("talker", AppendInput(self.ids["talker"], torch.stack(chunk)))
         if step.finish_reason is not None:
@@ -123,7 +122,8 @@ class Turn:
 
     def _on_generation_end(self, step: ThinkerStep) -> None:
         self.finish_reason = step.finish_reason
-        self.session.needs_close = step.token_id != self.orch.tokenizer.im_end_id
+        self.segment.is_closed = step.token_id == self.orch.tokenizer.im_end_id
+        self._release_context()
         if not self.request.speak:
             self._finish(STATUS_BY_REASON[step.finish_reason])
             return
@@ -147,34 +147,55 @@ class Turn:
         if output.is_finished:
             self._finish(STATUS_BY_REASON.get(self.finish_reason, "completed"))
 
-    def cancel(self) -> None:
-        if not self.is_done:
-            self._finish("cancelled")
+    def heard_tokens(self, heard_ms: float) -> int:
+        """Spoken tokens whose audio had started playing by `heard_ms`."""
+        frames = heard_ms / self.orch.frame_ms
+        return min(len(self.segment.spoken), -(-int(frames) // self.orch.frames_per_token)) if frames > 0 else 0
 
-    def _finish(self, status: str, error: str | None = None) -> None:
+    def cancel(self, heard_ms: float | None = None) -> None:
+        """Stop the reply; keep in context what was heard (everything routed so far if None)."""
+        if not self.is_done:
+            self._finish("cancelled", heard_ms=heard_ms)
+
+    def _cut_context(self, heard_ms: float | None) -> None:
+        """End generation and make the thinker context match the (possibly shortened) segment."""
+        segment = self.segment
+        keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(self.heard_tokens(heard_ms))
+        if keep < len(segment.token_ids) or not self._generating.done():
+            del segment.token_ids[keep:]
+            segment.spoken = [i for i in segment.spoken if i < keep]
+            segment.is_closed = False
+            self.orch.context_edited(self.session, segment)
+
+    def _finish(self, status: str, error: str | None = None, heard_ms: float | None = None) -> None:
         self.status = status
         if status in ("cancelled", "failed"):
             for kind, request_id in self.ids.items():
                 self.orch.submit(kind, AbortRequest(request_id))
-            self.orch.submit("thinker", StopGeneration(self.session.thinker_id))
-            self.session.needs_close = True
+            if self.segment is not None:
+                self._cut_context(heard_ms)
         for request_id in self.ids.values():
             self.orch.disown(request_id)
+        self._release_context()
         self.session.turn_ended(self)
         self._emit(TurnDone(status, self.usage, error, self.finish_reason))
+
+    def _release_context(self) -> None:
+        if not self._generating.done():
+            self._generating.set_result(None)
 
     def _emit(self, event: TurnEvent) -> None:
         self.events.put_nowait(event)
 
-    def _thinker_sampling(self):
+    def _thinker_sampling(self) -> SamplingParams:
         base, r = self.orch.config.thinker_sampling, self.request
-        overrides = {"ignore_eos": r.ignore_eos, "seed": base.seed + self.session.num_turns}
+        overrides = {"ignore_eos": r.ignore_eos or base.ignore_eos, "seed": base.seed + self.session.num_turns}
         if r.max_tokens is not None:
             overrides["max_tokens"] = r.max_tokens
         if r.temperature is not None:
             overrides["temperature"] = r.temperature
         return replace(base, **overrides)
 
-    def _talker_sampling(self):
+    def _talker_sampling(self) -> SamplingParams:
         base = self.orch.config.talker_sampling
         return replace(base, seed=base.seed + self.session.num_turns)

@@ -1,0 +1,1 @@
+"""The OpenAI Realtime-compatible WebSocket API."""

@@ -1,0 +1,84 @@
+"""The session's input audio: 24 kHz PCM16 in, a 16 kHz float stream kept for VAD and the encoder."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import numpy as np
+from scipy.signal import firwin, lfilter, lfilter_zi
+
+from liveserve.realtime.errors import RealtimeError
+
+MAX_APPEND_BYTES = 15 * 1024 * 1024
+VAD_RATE = 16000
+
+
+class Resampler24to16:
+    """Streaming 24 kHz -> 16 kHz (up 2, low-pass, down 3) whose output does not depend on chunking."""
+
+    def __init__(self, num_taps: int = 96) -> None:
+        self.taps = firwin(num_taps, 1.0 / 3.0) * 2.0
+        self.state = lfilter_zi(self.taps, 1.0) * 0.0
+        self.phase = 0
+
+    def process(self, samples: np.ndarray) -> np.ndarray:
+        upsampled = np.zeros(2 * len(samples))
+        upsampled[::2] = samples
+        filtered, self.state = lfilter(self.taps, 1.0, upsampled, zi=self.state)
+        out = filtered[self.phase :: 3]
+        self.phase = (self.phase - len(filtered)) % 3
+        return out.astype(np.float32)
+
+
+def decode_pcm16(audio_b64: object) -> np.ndarray:
+    """Base64 PCM16 -> float32 in [-1, 1]; RealtimeError for anything else."""
+    if not isinstance(audio_b64, str):
+        raise RealtimeError("invalid_type", "audio must be a base64 string", "audio")
+    if len(audio_b64) * 3 // 4 > MAX_APPEND_BYTES:
+        raise RealtimeError("audio_too_large", f"an append may carry at most {MAX_APPEND_BYTES} bytes of audio", "audio")
+    try:
+        raw = base64.b64decode(audio_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise RealtimeError("invalid_base64", "audio is not valid base64", "audio") from None
+    if len(raw) % 2:
+        raise RealtimeError("invalid_audio", "PCM16 audio must have an even number of bytes", "audio")
+    return np.frombuffer(raw, "<i2").astype(np.float32) / 32768.0
+
+
+def encode_pcm16(samples: np.ndarray) -> str:
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).round().astype("<i2")
+    return base64.b64encode(pcm.tobytes()).decode("ascii")
+
+
+class InputAudioBuffer:
+    """Uncommitted user audio at 16 kHz, addressed in ms since the session's first append."""
+
+    def __init__(self) -> None:
+        self.resampler = Resampler24to16()
+        self._chunks: list[np.ndarray] = []
+        self.start_ms = 0.0
+        self.total_ms = 0.0
+
+    def append(self, samples_24k: np.ndarray) -> np.ndarray:
+        """Add audio; returns its 16 kHz version (for the VAD)."""
+        resampled = self.resampler.process(samples_24k)
+        self._chunks.append(resampled)
+        self.total_ms += 1000.0 * len(samples_24k) / 24000
+        return resampled
+
+    @property
+    def num_samples(self) -> int:
+        return sum(len(c) for c in self._chunks)
+
+    def take(self, from_ms: float | None = None) -> np.ndarray:
+        """Everything buffered (from `from_ms` on, if given); the buffer then starts empty."""
+        audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
+        if from_ms is not None:
+            audio = audio[max(0, int((from_ms - self.start_ms) * VAD_RATE / 1000)) :]
+        self.clear()
+        return audio
+
+    def clear(self) -> None:
+        self._chunks = []
+        self.start_ms = self.total_ms

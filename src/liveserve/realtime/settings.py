@@ -1,0 +1,159 @@
+"""Session settings, `session.update` (GA or beta shape) and their JSON views."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from liveserve.realtime.errors import RealtimeError, require
+
+MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
+INPUT_RATE = 24000
+
+
+@dataclass(frozen=True)
+class ServerVAD:
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    create_response: bool = True
+    interrupt_response: bool = True
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What a session's client chose. `turn_detection` None means manual commit."""
+
+    model: str
+    output_modalities: tuple[str, ...] = ("audio",)
+    instructions: str = ""
+    voice: str = "alloy"
+    turn_detection: ServerVAD | None = ServerVAD()
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
+    """Settings after a `session.update` body; RealtimeError names the offending field."""
+    require(isinstance(session, dict), "invalid_type", "session must be an object", "session")
+    changes: dict[str, Any] = {}
+    modalities = session.get("output_modalities", session.get("modalities"))
+    if modalities is not None:
+        changes["output_modalities"] = _modalities(modalities)
+    if "instructions" in session:
+        require(isinstance(session["instructions"], str), "invalid_type", "instructions must be a string", "session.instructions")
+        changes["instructions"] = session["instructions"]
+    audio = session.get("audio") or {}
+    require(isinstance(audio, dict), "invalid_type", "audio must be an object", "session.audio")
+    _check_formats(session, audio)
+    voice = (audio.get("output") or {}).get("voice", session.get("voice"))
+    if voice is not None:
+        require(isinstance(voice, str), "invalid_type", "voice must be a string", "session.audio.output.voice")
+        changes["voice"] = voice
+    input_audio = audio.get("input") or {}
+    if "turn_detection" in input_audio or "turn_detection" in session:
+        detection = input_audio["turn_detection"] if "turn_detection" in input_audio else session["turn_detection"]
+        changes["turn_detection"] = _turn_detection(detection, settings.turn_detection)
+    tokens = session.get("max_output_tokens", session.get("max_response_output_tokens"))
+    if tokens is not None:
+        changes["max_output_tokens"] = _max_tokens(tokens, "session.max_output_tokens")
+    if "temperature" in session:
+        changes["temperature"] = _temperature(session["temperature"], "session.temperature")
+    return replace(settings, **changes)
+
+
+def _modalities(value: Any) -> tuple[str, ...]:
+    ok = isinstance(value, list) and set(value) in MODALITIES
+    require(ok, "invalid_value", f"output_modalities must be ['audio'], ['text'] or both, got {value!r}", "session.output_modalities")
+    return tuple(value)
+
+
+def _check_formats(session: dict, audio: dict) -> None:
+    for where, fmt in (("session.audio.input.format", (audio.get("input") or {}).get("format")),
+                       ("session.audio.output.format", (audio.get("output") or {}).get("format"))):
+        if fmt is not None:
+            ok = isinstance(fmt, dict) and fmt.get("type") == "audio/pcm" and fmt.get("rate", INPUT_RATE) == INPUT_RATE
+            require(ok, "unsupported_format", f"only audio/pcm at 24000 Hz is supported, got {fmt!r}", where)
+    for key in ("input_audio_format", "output_audio_format"):
+        if key in session:
+            require(session[key] == "pcm16", "unsupported_format", f"only pcm16 is supported, got {session[key]!r}", f"session.{key}")
+
+
+def _turn_detection(value: Any, current: ServerVAD | None) -> ServerVAD | None:
+    if value is None:
+        return None
+    where = "session.audio.input.turn_detection"
+    require(isinstance(value, dict), "invalid_type", "turn_detection must be an object or null", where)
+    require(value.get("type", "server_vad") == "server_vad", "invalid_value",
+            f"turn_detection.type must be 'server_vad' (or turn_detection null), got {value.get('type')!r}", f"{where}.type")
+    base = asdict(current or ServerVAD())
+    for key, kind in (("threshold", float), ("prefix_padding_ms", int), ("silence_duration_ms", int),
+                      ("create_response", bool), ("interrupt_response", bool)):
+        if key in value:
+            base[key] = _typed(value[key], kind, f"{where}.{key}")
+    require(0.0 < base["threshold"] < 1.0, "invalid_value", "threshold must be between 0 and 1", f"{where}.threshold")
+    for key in ("prefix_padding_ms", "silence_duration_ms"):
+        require(0 <= base[key] <= 10_000, "invalid_value", f"{key} must be in [0, 10000]", f"{where}.{key}")
+    return ServerVAD(**base)
+
+
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise RealtimeError("invalid_type", f"{where.rsplit('.', 1)[-1]} must be {kind.__name__}, got {value!r}", where)
+
+
+def _max_tokens(value: Any, where: str) -> int | None:
+    if value == "inf":
+        return None
+    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4096
+    require(ok, "invalid_value", f"max_output_tokens must be an integer in [1, 4096] or 'inf', got {value!r}", where)
+    return value
+
+
+def _temperature(value: Any, where: str) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 2.0 and not math.isnan(value)
+    require(ok, "invalid_value", f"temperature must be a number in [0, 2], got {value!r}", where)
+    return float(value)
+
+
+def response_overrides(response: Any, settings: SessionSettings) -> SessionSettings:
+    """Per-response overrides from `response.create` (modalities, instructions, tokens, temperature)."""
+    if response is None:
+        return settings
+    require(isinstance(response, dict), "invalid_type", "response must be an object", "response")
+    updated = apply_update(settings, {k: v for k, v in response.items() if k != "liveserve"})
+    return updated
+
+
+def _vad_json(vad: ServerVAD | None) -> dict | None:
+    return None if vad is None else {"type": "server_vad", **asdict(vad), "idle_timeout_ms": None}
+
+
+def ga_session(session_id: str, s: SessionSettings) -> dict:
+    pcm = {"type": "audio/pcm", "rate": INPUT_RATE}
+    return {
+        "type": "realtime", "object": "realtime.session", "id": session_id, "model": s.model,
+        "output_modalities": list(s.output_modalities), "instructions": s.instructions,
+        "audio": {
+            "input": {"format": pcm, "transcription": None, "noise_reduction": None,
+                      "turn_detection": _vad_json(s.turn_detection)},
+            "output": {"format": pcm, "voice": s.voice, "speed": 1.0},
+        },
+        "tools": [], "tool_choice": "auto", "tracing": None, "prompt": None, "include": None,
+        "max_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
+    }
+
+
+def beta_session(session_id: str, s: SessionSettings) -> dict:
+    return {
+        "id": session_id, "object": "realtime.session", "model": s.model,
+        "modalities": sorted(set(s.output_modalities) | {"text"}), "instructions": s.instructions,
+        "voice": s.voice, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
+        "input_audio_transcription": None, "turn_detection": _vad_json(s.turn_detection),
+        "tools": [], "tool_choice": "auto", "temperature": 0.8 if s.temperature is None else s.temperature,
+        "max_response_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
+    }

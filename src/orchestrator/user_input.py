@@ -1,0 +1,72 @@
+"""A user item entering a session's thinker context: encoded first if it is audio."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from orchestrator.session_context import ContextSegment, SessionContext
+from stages.commands import AddRequest, AppendInput
+from stages.plan import StageOutput
+from stages.requests import EncoderRequest, TurnInput
+
+if TYPE_CHECKING:
+    from orchestrator.orchestrator import Orchestrator
+
+
+class UserInput:
+    """Encodes a user item's audio (if any), then appends the item to the thinker context.
+
+    `done` resolves to the segment's token count once the item is in the context, or
+    to an exception saying why it could not be added.
+    """
+
+    def __init__(self, orch: Orchestrator, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str):
+        self.orch, self.session, self.item_id, self.audio, self.text = orch, session, item_id, audio, text
+        self.encoder_id = f"{session.session_id}/{item_id}/encoder"
+        self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
+        self._embeddings: list[torch.Tensor] = []
+
+    async def run(self) -> int:
+        try:
+            embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
+            async with self.session.lock:
+                return self._append(embeddings)
+        finally:
+            self.orch.disown(self.encoder_id)
+
+    async def _encode(self) -> torch.Tensor:
+        enc = self.orch.config.encoder.model
+        request = EncoderRequest(self.encoder_id, self.orch.clock(), enc.chunk_frames, enc.samples_per_frame)
+        self.orch.own(self.encoder_id, self)
+        self.orch.submit("encoder", AddRequest(request))
+        self.orch.submit("encoder", AppendInput(self.encoder_id, torch.from_numpy(self.audio.astype(np.float32)), close=True))
+        return await self._encoded
+
+    def on_output(self, kind: str, output: StageOutput) -> None:
+        if self._encoded.done():
+            return
+        if output.error is not None:
+            self._encoded.set_exception(RuntimeError(f"encoder stage: {output.error}"))
+            return
+        if output.payload is not None:
+            self._embeddings.append(output.payload)
+        if output.is_finished:
+            self._encoded.set_result(torch.cat(self._embeddings))
+
+    def _append(self, embeddings: torch.Tensor | None) -> int:
+        session = self.session
+        num_audio = 0 if embeddings is None else len(embeddings)
+        ids, offset = self.orch.template.user(self.text, num_audio, not session.segments, session.needs_close)
+        if session.num_tokens + len(ids) >= self.orch.config.thinker.model.max_position:
+            raise ValueError(f"the context would reach {session.num_tokens + len(ids)} tokens, "
+                             f"the model's maximum is {self.orch.config.thinker.model.max_position}")
+        embeds = [] if embeddings is None else [(offset, embeddings)]
+        if session.segments:
+            session.segments[-1].is_closed = True
+        session.segments.append(ContextSegment(self.item_id, ids, embeds))
+        self.orch.submit("thinker", AppendInput(session.thinker_id, TurnInput(ids, embeds)))
+        return len(ids)
