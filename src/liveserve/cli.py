@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, help="cap on generated text tokens")
     run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     run.set_defaults(handler=_cmd_run)
+    serve = commands.add_parser("serve", help="the OpenAI Realtime-compatible server")
+    serve.add_argument("--config", type=Path, help="YAML config (default: configs/tiny-omni-cpu.yaml)")
+    serve.add_argument("--host", help="interface to bind (default from config: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default from config: 8000)")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(handler=_cmd_serve)
     bench = commands.add_parser("bench", help="benchmarks").add_subparsers()
     engine = bench.add_parser("engine", help="thinker prefill/decode throughput at batch 1, 16, 64")
     engine.add_argument("--config", type=Path)
@@ -71,6 +77,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"{summary['audio_ttfp_ms']} ms, RTF {summary['rtf']} -> {args.out}")
         print(f"text: {summary['text']!r}")
     return 0 if result.error is None else 1
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from liveserve.realtime.server import create_app
+
+    config = load_config(args.config)
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
+    host, port = args.host or config.server.host, config.server.port if args.port is None else args.port
+    uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, ws_max_size=32 * 1024 * 1024)
+    return 0
 
 
 def _cmd_bench_engine(args: argparse.Namespace) -> int:

@@ -31,12 +31,31 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    """The realtime server's defaults (the CLI may override host and port)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_sessions: int = 32
+    idle_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in [0, 65535], got {self.port}")
+        if self.max_sessions <= 0:
+            raise ValueError(f"max_sessions must be positive, got {self.max_sessions}")
+        if not self.idle_timeout_s > 0:
+            raise ValueError(f"idle_timeout_s must be positive, got {self.idle_timeout_s}")
+
+
+@dataclass(frozen=True)
 class LiveServeConfig:
     """A whole deployment: the pipeline plus process-level settings."""
 
     model_name: str
     pipeline: PipelineConfig
     runtime: RuntimeConfig
+    server: ServerConfig
     source: str
 
 
@@ -87,7 +106,8 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     )
     streaming.finish()
     runtime = root.section("runtime").fill(RuntimeConfig)
-    return LiveServeConfig(name, pipeline, runtime, str(source))
+    server = root.section("server").fill(ServerConfig)
+    return LiveServeConfig(name, pipeline, runtime, server, str(source))
 
 
 def _read_models(model: Section) -> dict:

@@ -143,6 +143,26 @@ class Orchestrator:
             segment.is_closed = False
             self.context_edited(session, segment)
 
+    def truncate_item_audio(self, session_id: str, item_id: str, heard_ms: float) -> None:
+        """Cut an assistant item to the tokens whose audio had started playing by `heard_ms`."""
+        segment = self._session(session_id).segment(item_id)
+        if segment is None:
+            raise KeyError(f"item {item_id!r} is not in the context")
+        self.truncate_item(session_id, item_id, segment.keep_for_heard(self.heard_tokens(segment, heard_ms)))
+
+    def heard_tokens(self, segment: ContextSegment, heard_ms: float) -> int:
+        """Spoken tokens of `segment` whose audio had started playing by `heard_ms`."""
+        frames = int(heard_ms // self.frame_ms)
+        return min(len(segment.spoken), -(-frames // self.frames_per_token))
+
+    def set_instructions(self, session_id: str, instructions: str) -> None:
+        """Replace the session's system message (the context is rebuilt)."""
+        session = self._session(session_id)
+        session.segments = [s for s in session.segments if s.item_id != SYSTEM_ITEM]
+        if instructions:
+            session.segments.insert(0, ContextSegment(SYSTEM_ITEM, self.template.system(instructions)))
+        self._rebuild(session)
+
     def delete_item(self, session_id: str, item_id: str) -> bool:
         session = self._session(session_id)
         segment = session.segment(item_id)

@@ -34,8 +34,10 @@ class ContextSegment:
 class SessionContext:
     """Owns a session's resident thinker request and the segments that make up its context.
 
-    Context edits are serialised by `lock`: a user item enters the context only
-    between generations; a turn holds the lock until its thinker generation ends.
+    Context edits run in the order they were requested: each reserves its place
+    with `reserve_edit` when it is created, waits for the edit before it, and
+    releases its own place when done. A user item enters the context only between
+    generations; a turn holds its place until its thinker generation ends.
     """
 
     def __init__(self, session_id: str) -> None:
@@ -45,7 +47,13 @@ class SessionContext:
         self.segments: list[ContextSegment] = []
         self.active_turn: Turn | None = None
         self.num_turns = 0
-        self.lock = asyncio.Lock()
+        self._last_edit: asyncio.Future | None = None
+
+    def reserve_edit(self) -> tuple[asyncio.Future | None, asyncio.Future]:
+        """(the previous edit's completion, this edit's completion to resolve when done)."""
+        previous, mine = self._last_edit, asyncio.get_running_loop().create_future()
+        self._last_edit = mine
+        return previous, mine
 
     @property
     def num_tokens(self) -> int:

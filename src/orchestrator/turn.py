@@ -36,8 +36,8 @@ class TurnRequest:
 class Turn:
     """Generates one assistant reply into the session's context and streams it out.
 
-    Waits for earlier context edits (user items) and holds the session lock while
-    the thinker generates. Events arrive in order on `events`; exactly one TurnDone
+    Waits for earlier context edits (user items) and holds its place in the
+    session's edit order while the thinker generates. Events arrive in order on `events`; exactly one TurnDone
     ends them. `cancel(heard_ms)` aborts the reply in every stage and cuts the
     assistant segment to the tokens whose audio was heard.
     """
@@ -54,6 +54,7 @@ class Turn:
         self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(orch.config.thinker_to_talker)
         self._to_vocoder: ChunkStream[int] = ChunkStream(orch.config.talker_to_vocoder)
         self.ids = {kind: f"{turn_id}/{kind}" for kind in ("talker", "vocoder")}
+        self._previous_edit, self._edit_done = session.reserve_edit()
 
     @property
     def is_done(self) -> bool:
@@ -65,11 +66,14 @@ class Turn:
         return self.segment is not None and not self._generating.done()
 
     async def run(self) -> None:
-        async with self.session.lock:
-            if self.is_done:
-                return
-            self._start()
-            await self._generating
+        try:
+            if self._previous_edit is not None:
+                await asyncio.shield(self._previous_edit)
+            if not self.is_done:
+                self._start()
+                await self._generating
+        finally:
+            self._edit_done.set_result(None)
 
     def _start(self) -> None:
         session, orch = self.session, self.orch
@@ -147,11 +151,6 @@ class Turn:
         if output.is_finished:
             self._finish(STATUS_BY_REASON.get(self.finish_reason, "completed"))
 
-    def heard_tokens(self, heard_ms: float) -> int:
-        """Spoken tokens whose audio had started playing by `heard_ms`."""
-        frames = heard_ms / self.orch.frame_ms
-        return min(len(self.segment.spoken), -(-int(frames) // self.orch.frames_per_token)) if frames > 0 else 0
-
     def cancel(self, heard_ms: float | None = None) -> None:
         """Stop the reply; keep in context what was heard (everything routed so far if None)."""
         if not self.is_done:
@@ -160,7 +159,7 @@ class Turn:
     def _cut_context(self, heard_ms: float | None) -> None:
         """End generation and make the thinker context match the (possibly shortened) segment."""
         segment = self.segment
-        keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(self.heard_tokens(heard_ms))
+        keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(self.orch.heard_tokens(segment, heard_ms))
         if keep < len(segment.token_ids) or not self._generating.done():
             del segment.token_ids[keep:]
             segment.spoken = [i for i in segment.spoken if i < keep]

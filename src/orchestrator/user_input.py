@@ -29,14 +29,18 @@ class UserInput:
         self.encoder_id = f"{session.session_id}/{item_id}/encoder"
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
+        self._previous_edit, self._done = session.reserve_edit()
 
     async def run(self) -> int:
+        """Encode (concurrently with earlier edits), then append in order."""
         try:
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
-            async with self.session.lock:
-                return self._append(embeddings)
+            if self._previous_edit is not None:
+                await asyncio.shield(self._previous_edit)
+            return self._append(embeddings)
         finally:
             self.orch.disown(self.encoder_id)
+            self._done.set_result(None)
 
     async def _encode(self) -> torch.Tensor:
         enc = self.orch.config.encoder.model

@@ -38,7 +38,7 @@ def test_spoken_turn_produces_text_and_audio(pipeline, speech_16k):
         await orch.start()
         try:
             orch.open_session("s")
-            await orch.add_user_item("s", "u0", speech_16k)
+            orch.add_user_item("s", "u0", speech_16k)  # not awaited: the turn must still come after it
             events, done = await drain(orch.start_turn("s", TurnRequest()))
         finally:
             await orch.stop()
@@ -48,6 +48,8 @@ def test_spoken_turn_produces_text_and_audio(pipeline, speech_16k):
     audio = [e for e in events if isinstance(e, AudioDelta)]
     # 12 text tokens at most, 2 codec frames per spoken token, 1920 samples per frame.
     assert done.status in ("completed", "incomplete") and done.error is None
+    # The reply saw the whole user item: its audio rows plus the chat markup.
+    assert done.usage.input_tokens > -(-len(speech_16k) // 1280)
     assert done.usage.codec_frames > 0
     assert sum(len(a.pcm) for a in audio) == done.usage.codec_frames * 1920 == done.usage.audio_samples
     assert all(a.sample_rate == 24000 and np.abs(a.pcm).max() <= 1.0 for a in audio)
