@@ -46,7 +46,7 @@ class ConversationResult:
         """The last response's status; `timeout` or `no_response` when there is none to give."""
         if self.is_timed_out:
             return "timeout"
-        return self.turns[-1].status or "unknown" if self.turns else "no_response"
+        return (self.turns[-1].status or "unknown") if self.turns else "no_response"
 
     def heard_audio(self) -> bytes:
         """The reply audio as the user heard it, response after response."""
