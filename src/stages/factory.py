@@ -14,6 +14,7 @@ from stages.engine import StageEngine
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM
+from stages.models.packed_linear import pack_linears
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.vocoder import Vocoder, VocoderConfig
 from stages.models.weights import init_deterministic, load_checkpoint
@@ -64,6 +65,7 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
     init_deterministic(model, spec.seed)
     if spec.checkpoint is not None:
         load_checkpoint(model, spec.checkpoint)
+    pack_linears(model)
     return model.eval()
 
 

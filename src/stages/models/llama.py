@@ -8,6 +8,7 @@ from torch import nn
 
 from stages.models.attention import AttentionBatch, paged_attention
 from stages.models.decoder_config import DecoderConfig
+from stages.models.packed_linear import PackedLinear
 
 
 class RMSNorm(nn.Module):
@@ -43,10 +44,10 @@ class Attention(nn.Module):
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, config.num_heads * config.head_dim, bias=False)
-        self.k_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
-        self.v_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
-        self.o_proj = nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
+        self.q_proj = PackedLinear(config.hidden_size, config.num_heads * config.head_dim, bias=False)
+        self.k_proj = PackedLinear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
+        self.v_proj = PackedLinear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
+        self.o_proj = PackedLinear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], kv: tuple[torch.Tensor, torch.Tensor], batch: AttentionBatch):
         rows = x.shape[0]
@@ -60,9 +61,9 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_proj = PackedLinear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = PackedLinear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = PackedLinear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -106,7 +107,7 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = DecoderBody(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = PackedLinear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from stages.models.attention import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
+from stages.models.packed_linear import PackedLinear
 from stages.models.llama import DecoderBody
 
 
@@ -41,8 +42,8 @@ class TalkerModel(nn.Module):
         super().__init__()
         self.config = config
         self.model = DecoderBody(config.decoder)
-        self.cond_proj = nn.Linear(config.thinker_hidden_size, config.decoder.hidden_size, bias=False)
-        self.codec_head = nn.Linear(config.decoder.hidden_size, config.codec_vocab_size, bias=False)
+        self.cond_proj = PackedLinear(config.thinker_hidden_size, config.decoder.hidden_size, bias=False)
+        self.codec_head = PackedLinear(config.decoder.hidden_size, config.codec_vocab_size, bias=False)
 
     def input_embeddings(self, prev_frames: list[int], conds: torch.Tensor) -> torch.Tensor:
         return self.model.embed_tokens(torch.tensor(prev_frames, dtype=torch.long)) + self.cond_proj(conds)
