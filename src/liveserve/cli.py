@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument("--barge-in-after-ms", type=float, help="speak over the reply this long after its first audio")
     client.add_argument("--barge-in-wav", type=Path, help="what to say when barging in (default: a fixture clip)")
     client.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
+    client.add_argument("--max-output-tokens", type=int, help="cap on each reply's text tokens")
     client.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     client.set_defaults(handler=_cmd_client)
     bench = commands.add_parser("bench", help="benchmarks").add_subparsers()
@@ -105,7 +106,8 @@ def _cmd_client(args: argparse.Namespace) -> int:
     from liveserve.realtime_client.command import run_client_command
 
     return run_client_command(args.wav, args.url, out=args.out, barge_in_after_ms=args.barge_in_after_ms,
-                              barge_in_wav=args.barge_in_wav, as_json=args.json, timeout_s=args.timeout)
+                              barge_in_wav=args.barge_in_wav, as_json=args.json, timeout_s=args.timeout,
+                              max_output_tokens=args.max_output_tokens)
 
 
 def _cmd_bench_engine(args: argparse.Namespace) -> int:

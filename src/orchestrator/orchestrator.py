@@ -132,7 +132,7 @@ class Orchestrator:
         return turn is not None
 
     def truncate_item(self, session_id: str, item_id: str, keep_tokens: int) -> None:
-        """Cut an item's segment to its first `keep_tokens` tokens."""
+        """Cut an item's segment to its first `keep_tokens` tokens (never lengthens it)."""
         session = self._session(session_id)
         segment = session.segment(item_id)
         if segment is None:

@@ -201,3 +201,22 @@ def test_health_and_metrics(server):
                  "liveserve_kv_blocks_used", "liveserve_kv_blocks_free"):
         assert name in text, name
     assert server.metric("liveserve_audio_ttfp_seconds_count") >= 0
+
+
+def test_liveserve_client_against_the_server(server, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import FIXTURES
+
+    out = tmp_path / "reply.wav"
+    result = subprocess.run(
+        [sys.executable, "-m", "liveserve.cli", "client", "--wav", str(FIXTURES / "q_spider_espeak_24k.wav"),
+         "--url", server.url, "--out", str(out), "--max-output-tokens", "6", "--json"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    turn = summary["turns"][0]
+    assert summary["status"] in ("completed", "incomplete")
+    assert turn["audio_ttfp_ms"] > 0 and turn["audio_s"] > 0 and out.stat().st_size > 44

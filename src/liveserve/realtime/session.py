@@ -197,7 +197,7 @@ class RealtimeSession:
         require(event.get("content_index", 0) == 0, "invalid_value", "content_index must be 0", "content_index")
         ok = isinstance(end_ms, (int, float)) and not isinstance(end_ms, bool) and 0 <= end_ms <= item.audio_ms + 1e-6
         require(ok, "invalid_value", f"audio_end_ms must be within the item's {item.audio_ms:.0f} ms of audio", "audio_end_ms")
-        if self.response is not None and self.response.item is item:
+        if self.response is not None and self.response.item is item and self.response.cancel_reason is None:
             self._interrupt("client_cancelled", heard_ms=float(end_ms))
         else:
             self._truncate_context(item, float(end_ms))

@@ -22,14 +22,14 @@ class RealtimeError(RuntimeError):
     """The connection failed or closed; the message is fit for a user."""
 
 
-def default_session(*, threshold: float = 0.5, prefix_padding_ms: int = 300,
-                    silence_duration_ms: int = 500) -> dict[str, Any]:
+def default_session(*, threshold: float = 0.5, prefix_padding_ms: int = 300, silence_duration_ms: int = 500,
+                    max_output_tokens: int | str = "inf") -> dict[str, Any]:
     """`session.update` fields: audio in and out as 24 kHz PCM16, server VAD that
     creates responses and lets speech interrupt them."""
     pcm = {"type": "audio/pcm", "rate": SAMPLE_RATE}
     vad = {"type": "server_vad", "threshold": threshold, "prefix_padding_ms": prefix_padding_ms,
            "silence_duration_ms": silence_duration_ms, "create_response": True, "interrupt_response": True}
-    return {"output_modalities": ["audio"],
+    return {"output_modalities": ["audio"], "max_output_tokens": max_output_tokens,
             "audio": {"input": {"format": pcm, "turn_detection": vad}, "output": {"format": dict(pcm)}}}
 
 
@@ -242,6 +242,9 @@ class RealtimeClient:
                     self._changed.notify_all()
         except ConnectionClosed as exc:
             reason = f"closed by server ({exc})"
+        except Exception as exc:
+            reason = f"client receive loop failed: {exc!r}"
+            raise
         finally:
             self.closed_reason = self.closed_reason or reason
             async with self._changed:

@@ -10,21 +10,24 @@ from typing import Any
 
 from liveserve.audio_io import AudioError
 from liveserve.realtime_client.audio import load_pcm16, write_pcm16
-from liveserve.realtime_client.client import RealtimeError
+from liveserve.realtime_client.client import RealtimeError, default_session
 from liveserve.realtime_client.scenario import ConversationScript, run_conversation
 
 DEFAULT_BARGE_IN_WAV = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "audio" / "bargein_wait_espeak_24k.wav"
 
 
 def run_client_command(wav: Path, url: str, *, out: Path | None = None, barge_in_after_ms: float | None = None,
-                       barge_in_wav: Path | None = None, as_json: bool = False, timeout_s: float = 60.0) -> int:
+                       barge_in_wav: Path | None = None, as_json: bool = False, timeout_s: float = 60.0,
+                       max_output_tokens: int | None = None) -> int:
     """Run one conversation and print its figures.
 
-    Exit status: 0 if the last response completed, 1 if it did not (or timed out),
-    2 for bad input or a failed connection (one line on stderr).
+    Exit status: 0 if the last response completed (or stopped at its token limit:
+    `incomplete`), 1 otherwise (failed, cancelled, no response, timeout), 2 for bad
+    input or a failed connection (one line on stderr). The timeout covers the whole
+    conversation, listening to the reply included.
     """
     try:
-        script = _script(wav, barge_in_after_ms, barge_in_wav, timeout_s)
+        script = _script(wav, barge_in_after_ms, barge_in_wav, timeout_s, max_output_tokens)
         result = asyncio.run(run_conversation(url, script))
     except (AudioError, RealtimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -33,31 +36,40 @@ def run_client_command(wav: Path, url: str, *, out: Path | None = None, barge_in
         write_pcm16(out, result.heard_audio())
     summary = result.summary()
     print(json.dumps(summary) if as_json else format_summary(summary))
-    return 0 if result.status == "completed" else 1
+    return 0 if result.status in ("completed", "incomplete") else 1
 
 
 def _script(wav: Path, barge_in_after_ms: float | None, barge_in_wav: Path | None,
-            timeout_s: float) -> ConversationScript:
+            timeout_s: float, max_output_tokens: int | None) -> ConversationScript:
     if barge_in_after_ms is not None and barge_in_after_ms < 0:
         raise AudioError(f"--barge-in-after-ms must be >= 0, got {barge_in_after_ms}")
     if timeout_s <= 0:
         raise AudioError(f"--timeout must be positive, got {timeout_s}")
+    if max_output_tokens is not None and max_output_tokens <= 0:
+        raise AudioError(f"--max-output-tokens must be positive, got {max_output_tokens}")
     barge_in = None
     if barge_in_after_ms is not None:
         barge_in = load_pcm16(barge_in_wav or DEFAULT_BARGE_IN_WAV)
-    return ConversationScript(load_pcm16(wav), barge_in, barge_in_after_ms, timeout_s=timeout_s)
+    session = default_session(max_output_tokens=max_output_tokens or "inf")
+    return ConversationScript(load_pcm16(wav), barge_in, barge_in_after_ms, timeout_s=timeout_s, session=session)
 
 
 def format_summary(summary: dict[str, Any]) -> str:
     """Human-readable lines: one block per response, then the final status."""
     lines = []
     for number, turn in enumerate(summary["turns"], 1):
-        ttfp = "no audio" if turn["audio_ttfp_ms"] is None else f"first audio {turn['audio_ttfp_ms']} ms after turn end"
+        ttfp = "no audio" if turn["audio_ttfp_ms"] is None else f"audio TTFP {turn['audio_ttfp_ms']} ms"
         cut = ", interrupted" if turn["interrupted"] else ""
         lines.append(f"response {number} ({turn['response_id']}) {turn['status']}: {ttfp}, "
                      f"{turn['audio_s']} s of audio received ({turn['played_s']} s played{cut}), "
                      f"{turn['num_underruns']} underruns (max {turn['max_underrun_ms']} ms)")
         lines.append(f"  transcript: {turn['transcript']!r}")
-    lines.extend(f"server error: {error}" for error in summary["errors"])
+    lines.extend(f"server error: {_describe(error)}" for error in summary["errors"])
     lines.append(f"status: {summary['status']}")
     return "\n".join(lines)
+
+
+def _describe(error: Any) -> str:
+    if isinstance(error, dict):
+        return f"{error.get('code') or error.get('type')}: {error.get('message')}"
+    return str(error)

@@ -47,7 +47,7 @@ class RealtimePlayer:
 
     @property
     def underrun_ms_total(self) -> float:
-        return sum(self.underruns)
+        return sum(self.underruns, 0.0)
 
     @property
     def drained_at(self) -> float | None:
