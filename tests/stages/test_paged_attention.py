@@ -61,7 +61,7 @@ def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, s
         slots_by_seq.append((slots[num_cached:], k[num_cached:]))
     rows = decode_rows + prefill_rows  # decodes first, then prefill chunks
     q, k, v = (torch.cat([r[i] for r in rows]).to(dtype) for i in range(3))
-    batch = build_attention_batch(block_size, decodes, prefills, [s for r in rows for s in r[3]])
+    batch = build_attention_batch(block_size, decodes, prefills, [s for r in rows for s in r[3]], HEADS // KV_HEADS)
     out = paged_attention(q, k, v, k_cache, v_cache, batch)
     return out, torch.cat([r[4] for r in rows]), k_cache, slots_by_seq
 

@@ -22,7 +22,7 @@ class PrefillSpan:
     num_tokens: int
     context_len: int
     block_ids: torch.Tensor  # [num_blocks] covering context_len
-    causal_mask: torch.Tensor  # [num_tokens, context_len] bool
+    causal_mask: torch.Tensor  # [group * num_tokens, context_len] bool, rows ordered (group, token)
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,14 @@ class AttentionBatch:
 
 
 def build_attention_batch(
-    block_size: int, decodes: list[tuple[list[int], int]], prefills: list[tuple[list[int], int, int]], slots: list[int]
+    block_size: int, decodes: list[tuple[list[int], int]], prefills: list[tuple[list[int], int, int]], slots: list[int],
+    group: int,
 ) -> AttentionBatch:
-    """decodes: (block ids, context length); prefills: (block ids, chunk length, context length)."""
+    """decodes: (block ids, context length); prefills: (block ids, chunk length, context length).
+
+    `group` is query heads per KV head: prefill masks are laid out for grouped rows once
+    here, not in every layer.
+    """
     decode_blocks = decode_mask = None
     if decodes:
         width = max(len(blocks) for blocks, _ in decodes)
@@ -49,7 +54,7 @@ def build_attention_batch(
     spans, row = [], len(decodes)
     for blocks, num_tokens, context_len in prefills:
         query_pos = torch.arange(context_len - num_tokens, context_len)[:, None]
-        mask = torch.arange(context_len)[None, :] <= query_pos
+        mask = (torch.arange(context_len)[None, :] <= query_pos).repeat(group, 1)
         spans.append(PrefillSpan(row, num_tokens, context_len, torch.tensor(blocks), mask))
         row += num_tokens
     return AttentionBatch(torch.tensor(slots), len(decodes), decode_blocks, decode_mask, spans)
@@ -61,6 +66,7 @@ def paged_attention(
     """q [rows, heads, dim], k/v [rows, kv_heads, dim]; caches [blocks, block_size, kv_heads, dim].
 
     Writes k/v into the caches at `batch.slot_mapping`, returns [rows, heads, dim].
+    Decode masks [n, 1, 1, L] broadcast over the grouped query rows.
     """
     num_kv_heads, head_dim = k.shape[1], k.shape[2]
     k_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = k
@@ -84,12 +90,16 @@ def _attend(
     batch, q_len, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
-    keys = k_cache[block_ids].flatten(1, 2)[:, :context_len].transpose(1, 2)  # [b, kvh, L, d]
-    values = v_cache[block_ids].flatten(1, 2)[:, :context_len].transpose(1, 2)
+    keys, values = _gather(k_cache, block_ids, context_len), _gather(v_cache, block_ids, context_len)
     # Heads sharing a KV head become extra query rows: [b, kvh, group * q_len, d].
     grouped = q.view(batch, q_len, num_kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
     grouped = grouped.reshape(batch, num_kv_heads, group * q_len, head_dim)
-    row_mask = mask.expand(batch, 1, q_len, mask.shape[-1]).repeat(1, 1, group, 1)
-    attended = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=row_mask)
+    attended = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=mask)
     attended = attended.view(batch, num_kv_heads, group, q_len, head_dim).permute(0, 3, 1, 2, 4)
     return attended.reshape(batch, q_len, num_heads, head_dim)
+
+
+def _gather(cache: torch.Tensor, block_ids: torch.Tensor, context_len: int | None) -> torch.Tensor:
+    """[batch, kv_heads, positions, dim] from whole blocks (index_select copies blocks as rows)."""
+    blocks = cache.index_select(0, block_ids.flatten()).view(*block_ids.shape, *cache.shape[1:])
+    return blocks.flatten(1, 2)[:, :context_len].transpose(1, 2)

@@ -8,7 +8,7 @@ from torch import nn
 
 from stages.models.attention import AttentionBatch, paged_attention
 from stages.models.decoder_config import DecoderConfig
-from stages.models.packed_linear import PackedLinear
+from stages.models.packed_linear import FusedLinears, PackedLinear
 
 
 class RMSNorm(nn.Module):
@@ -48,12 +48,14 @@ class Attention(nn.Module):
         self.k_proj = PackedLinear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
         self.v_proj = PackedLinear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
         self.o_proj = PackedLinear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
+        self.qkv = FusedLinears(self.q_proj, self.k_proj, self.v_proj)
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], kv: tuple[torch.Tensor, torch.Tensor], batch: AttentionBatch):
         rows = x.shape[0]
-        q = self.q_proj(x).view(rows, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(rows, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(rows, self.num_kv_heads, self.head_dim)
+        q, k, v = self.qkv(x)
+        q = q.reshape(rows, self.num_heads, self.head_dim)
+        k = k.reshape(rows, self.num_kv_heads, self.head_dim)
+        v = v.reshape(rows, self.num_kv_heads, self.head_dim)
         q, k = RotaryEmbedding.apply(q, *rope), RotaryEmbedding.apply(k, *rope)
         return self.o_proj(paged_attention(q, k, v, kv[0], kv[1], batch).reshape(rows, -1))
 
@@ -64,9 +66,11 @@ class MLP(nn.Module):
         self.gate_proj = PackedLinear(config.hidden_size, config.intermediate_size, bias=False)
         self.up_proj = PackedLinear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = PackedLinear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_up = FusedLinears(self.gate_proj, self.up_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up(x)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):

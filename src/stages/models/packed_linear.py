@@ -40,8 +40,37 @@ class PackedLinear(nn.Linear):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
 
 
+class FusedLinears:
+    """Bias-free linears that share their input, run as one GEMM once packed.
+
+    Not a module: the member linears keep their parameters (and checkpoint names);
+    `pack()` concatenates their weights into one PackedLinear. Before packing, each
+    member runs on its own. Returns one output per member, in order.
+    """
+
+    def __init__(self, *linears: nn.Linear) -> None:
+        self.linears = linears
+        self.sizes = [linear.out_features for linear in linears]
+        self.fused: PackedLinear | None = None
+
+    def pack(self) -> None:
+        fused = PackedLinear(self.linears[0].in_features, sum(self.sizes), bias=False)
+        with torch.no_grad():
+            fused.weight.copy_(torch.cat([linear.weight for linear in self.linears]))
+        fused.pack()
+        self.fused = fused
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.fused is None:
+            return tuple(linear(x) for linear in self.linears)
+        return self.fused(x).split(self.sizes, dim=-1)
+
+
 def pack_linears(model: nn.Module) -> None:
-    """Pack every PackedLinear of `model` (call once its weights are final)."""
+    """Pack every PackedLinear and every module's FusedLinears (call once weights are final)."""
     for module in model.modules():
         if isinstance(module, PackedLinear):
             module.pack()
+        for value in vars(module).values():
+            if isinstance(value, FusedLinears):
+                value.pack()

@@ -24,6 +24,8 @@ class DecoderRunner(ModelRunner):
     def __init__(self, model: torch.nn.Module, kv: KVCacheManager) -> None:
         self.model = model.eval()
         self.kv = kv
+        decoder = getattr(model.config, "decoder", model.config)
+        self.group = decoder.num_heads // decoder.num_kv_heads
         self.kv_layers = [kv.cache.layer(i) for i in range(kv.config.num_layers)]
 
     @abstractmethod
@@ -70,7 +72,7 @@ class DecoderRunner(ModelRunner):
                 decodes.append((blocks, chunk.end))
             else:
                 prefills.append((blocks, chunk.num_tokens, chunk.end))
-        return build_attention_batch(size, decodes, prefills, slots)
+        return build_attention_batch(size, decodes, prefills, slots, self.group)
 
 
 class ThinkerRunner(DecoderRunner):
