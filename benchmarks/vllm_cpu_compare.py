@@ -44,7 +44,7 @@ THINKER_VOCAB_SIZE = 8192  # the thinker's BPE vocabulary; not part of the YAML
 BATCH_SIZES = (1, 16, 64)
 PROMPT_LEN = 128
 DECODE_TOKENS = 128
-REPEATS = 3  # each timing is the median of this many runs
+REPEATS = 5  # each timing is the median of this many runs
 DTYPE = "float32"
 CPU_ENV = {  # defaults; the caller's environment wins
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; 64 x 257 tokens need ~70 MB here

@@ -25,7 +25,7 @@ from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
 
 PROMPT_LEN, OUTPUT_LEN = 128, 128
-REPEATS = 3
+REPEATS = 5
 
 
 def run_engine_bench(config: LiveServeConfig, batch_sizes: tuple[int, ...] = (1, 16, 64)) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,11 +29,9 @@ class TurnUsage:
     """Work per stage for one turn (positions computed or produced)."""
 
     input_tokens: int = 0
-    audio_input_frames: int = 0
     text_tokens: int = 0
     codec_frames: int = 0
     audio_samples: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

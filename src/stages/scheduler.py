@@ -52,10 +52,6 @@ class Scheduler:
         self._outputs.append(StageOutput(request.request_id, is_finished=True, error=message))
 
     @property
-    def num_running(self) -> int:
-        return sum(r.status is RequestStatus.RUNNING for r in self.requests.values())
-
-    @property
     def num_ready(self) -> int:
         return sum(r.num_pending > 0 for r in self.requests.values())
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -15,7 +15,6 @@ class Item:
     status: str = "completed"
     audio_ms: float = 0.0
     transcript: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 class Conversation:

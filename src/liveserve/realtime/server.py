@@ -17,6 +17,7 @@ from liveserve.realtime.naming import Dialect, new_id
 from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from liveserve.runtime import configure_torch
+from monitor import MonitorRegistry
 from orchestrator.orchestrator import Orchestrator
 
 log = logging.getLogger(__name__)
@@ -24,12 +25,17 @@ CLOSE_TRY_AGAIN_LATER = 1013
 
 
 class RealtimeServer:
-    """One orchestrator shared by every connection, admission by `max_sessions`."""
+    """One orchestrator shared by every connection, admission by `max_sessions`.
+
+    `monitors` holds every live session's interaction monitor (playback, speech,
+    barge-in), keyed by session id.
+    """
 
     def __init__(self, config: LiveServeConfig) -> None:
         self.config = config
         self.orch = Orchestrator(config.pipeline)
         self.metrics = ServerMetrics(self.orch.status)
+        self.monitors = MonitorRegistry()
         self.sessions: set[RealtimeSession] = set()
 
     async def serve_connection(self, ws: WebSocket) -> None:
@@ -42,11 +48,13 @@ class RealtimeServer:
         model = ws.query_params.get("model") or self.config.model_name
         session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics)
         self.sessions.add(session)
+        self.monitors.add(session.monitor)
         self.metrics.live_sessions.set(len(self.sessions))
         try:
             await self._receive_loop(ws, session)
         finally:
             self.sessions.discard(session)
+            self.monitors.remove(session.session_id)
             self.metrics.live_sessions.set(len(self.sessions))
             self.metrics.underruns.inc(session.monitor.playback.num_underruns)
             await session.close()
