@@ -9,7 +9,7 @@ import json
 import pytest
 import websockets
 
-from conftest import Client, ServerProcess, connect, small_config
+from realtime_harness import Client, ServerProcess, connect, small_config
 
 
 def run(coro):

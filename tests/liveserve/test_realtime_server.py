@@ -9,8 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from tests_support import silence
-from conftest import Client, connect, fixture_pcm16
+from realtime_harness import Client, connect, fixture_pcm16, silence
 
 LEAD_MS, TAIL_MS = 500, 1200
 
@@ -208,7 +207,7 @@ def test_liveserve_client_against_the_server(server, tmp_path):
     import subprocess
     import sys
 
-    from conftest import FIXTURES
+    from realtime_harness import FIXTURES
 
     out = tmp_path / "reply.wav"
     result = subprocess.run(

@@ -1,0 +1,127 @@
+"""Test harness: a real LiveServe server on 127.0.0.1 and a small websocket client for driving it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import wave
+from pathlib import Path
+
+import numpy as np
+import websockets
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "audio"
+
+
+def fixture_pcm16(name: str) -> np.ndarray:
+    with wave.open(str(FIXTURES / name), "rb") as wav:
+        return np.frombuffer(wav.readframes(wav.getnframes()), "<i2")
+
+
+def small_config(tmp_dir: Path, **server) -> Path:
+    """The default config with a smaller thinker, so a test turn takes little CPU."""
+    data = yaml.safe_load((ROOT / "configs" / "tiny-omni-cpu.yaml").read_text())
+    data["model"]["thinker"].update(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
+                                    intermediate_size=256)
+    data["server"].update(server)
+    path = tmp_dir / "server.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class ServerProcess:
+    def __init__(self, config: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "liveserve.cli", "serve", "--config", str(config), "--port", str(self.port),
+             "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout_s: float = 90) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stdout.read()}")
+            try:
+                self.get("/health")
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError("server did not start")
+
+    def get(self, path: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+            return response.read().decode()
+
+    def metric(self, name: str, **labels) -> float:
+        wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+        for line in self.get("/metrics").splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        raise KeyError(wanted)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Client:
+    """Sends client events and collects every server event with its arrival time."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.events: list[tuple[float, dict]] = []
+        self._cursor = 0
+
+    async def send(self, type_: str, **fields) -> None:
+        await self.ws.send(json.dumps({"type": type_, **fields}))
+
+    async def append(self, pcm16: np.ndarray, realtime: bool = True, chunk_ms: int = 20) -> None:
+        step = 24 * chunk_ms
+        for i in range(0, len(pcm16), step):
+            await self.send("input_audio_buffer.append", audio=base64.b64encode(pcm16[i : i + step].tobytes()).decode())
+            if realtime:
+                await asyncio.sleep(chunk_ms / 1000)
+
+    async def next(self, type_: str, timeout: float = 30.0) -> dict:
+        """The next event of `type_` after those already consumed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for index in range(self._cursor, len(self.events)):
+                if self.events[index][1]["type"] == type_:
+                    self._cursor = index + 1
+                    return self.events[index][1]
+            self._cursor = len(self.events)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no {type_} within {timeout} s; got {[e['type'] for _, e in self.events[-10:]]}")
+            try:
+                message = await asyncio.wait_for(self.ws.recv(), remaining)
+            except TimeoutError:
+                continue
+            self.events.append((time.monotonic(), json.loads(message)))
+
+    def received(self, type_: str) -> list[dict]:
+        return [e for _, e in self.events if e["type"] == type_]
+
+
+def connect(server: ServerProcess, **kwargs):
+    return websockets.connect(server.url + "?model=tiny-omni", max_size=2**25, **kwargs)
+
+
+def silence(ms: int) -> np.ndarray:
+    return np.zeros(24 * ms, "<i2")
