@@ -26,15 +26,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from stages.models.tokenizer import SPECIAL_TOKENS
+
 VOCAB_SIZE = 8192
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|audio_start|>",
-    "<|audio_end|>",
-    "<|audio_pad|>",
-]
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html/_sources")
 PYTHON_PROSE_PARTS = {
     "extending", "faq", "glossary", "howto", "installing",
@@ -87,7 +81,7 @@ def train(texts: list[str]) -> Tokenizer:
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
         min_frequency=2,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from stages.config import SamplingParams
 from stages.factory import StageSpec
+from stages.validation import require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -16,10 +17,7 @@ class ChunkSizes:
     chunk: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("first_chunk", "chunk"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "first_chunk", "chunk")
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-def _positive(owner: object, *names: str) -> None:
-    for name in names:
-        value = getattr(owner, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+from stages.validation import require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -23,7 +18,7 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         from stages.policies import policy_names
 
-        _positive(self, "max_num_seqs", "max_num_batched_tokens")
+        require_positive_ints(self, "max_num_seqs", "max_num_batched_tokens")
         if self.policy not in policy_names():
             raise ValueError(f"unknown scheduling policy {self.policy!r}; choose from {policy_names()}")
 
@@ -43,7 +38,7 @@ class SamplingParams:
             raise ValueError(f"temperature must be a number in [0, 5], got {self.temperature!r}")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top_k must be a non-negative integer, got {self.top_k!r}")
-        _positive(self, "max_tokens")
+        require_positive_ints(self, "max_tokens")
 
     @property
     def is_greedy(self) -> bool:

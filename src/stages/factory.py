@@ -22,6 +22,7 @@ from stages.plan import StageOutput
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
 from stages.runners.vocoder import VocoderRunner
+from stages.validation import require_positive_ints
 
 KINDS = ("encoder", "thinker", "talker", "vocoder")
 
@@ -34,10 +35,7 @@ class KVSpec:
     block_size: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("num_blocks", "block_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "num_blocks", "block_size")
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,12 @@ class Client:
                 continue
             self.events.append((time.monotonic(), json.loads(message)))
 
+    async def ask(self, text: str, **response) -> None:
+        """A user text item, then response.create with `response` overrides."""
+        await self.send("conversation.item.create", item={
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+        await self.send("response.create", response=response)
+
     def received(self, type_: str) -> list[dict]:
         return [e for _, e in self.events if e["type"] == type_]
 

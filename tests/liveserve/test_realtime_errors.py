@@ -58,9 +58,7 @@ def test_each_mistake_gets_an_error_and_the_session_goes_on(server):
             await ws.send(b"\x00binary")
             errors.append(await client.next("error"))
             # After all that, a normal turn still works on the same connection.
-            await client.send("conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Still there?"}]})
-            await client.send("response.create", response={"max_output_tokens": 4})
+            await client.ask("Still there?", max_output_tokens=4)
             return errors, await client.next("response.done")
 
     errors, done = run(scenario())
@@ -77,9 +75,7 @@ def test_response_create_while_active_is_refused(server):
         async with connect(server) as ws:
             client = Client(ws)
             await client.next("session.created")
-            await client.send("conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Talk."}]})
-            await client.send("response.create", response={"max_output_tokens": 200, "liveserve": {"ignore_eos": True}})
+            await client.ask("Talk.", max_output_tokens=200, liveserve={"ignore_eos": True})
             await client.next("response.created")
             await client.send("response.create", event_id="evt_second")
             error = await client.next("error")

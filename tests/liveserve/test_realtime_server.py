@@ -90,9 +90,7 @@ def test_barge_in_stops_audio_and_truncates(server):
         async with connect(server) as ws:
             client = Client(ws)
             await client.next("session.created")
-            await client.send("conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tell me a story."}]})
-            await client.send("response.create", response={"max_output_tokens": 400, "liveserve": {"ignore_eos": True}})
+            await client.ask("Tell me a story.", max_output_tokens=400, liveserve={"ignore_eos": True})
             await client.next("response.output_audio.delta")
             await client.append(np.concatenate([fixture_pcm16("bargein_wait_espeak_24k.wav"), silence(300)]))
             started = await client.next("input_audio_buffer.speech_started")
@@ -119,9 +117,7 @@ def test_truncate_after_the_reply(server):
         async with connect(server) as ws:
             client = Client(ws)
             await client.next("session.created")
-            await client.send("conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello"}]})
-            await client.send("response.create", response={"max_output_tokens": 10, "liveserve": {"ignore_eos": True}})
+            await client.ask("Hello", max_output_tokens=10, liveserve={"ignore_eos": True})
             done = await client.next("response.done")
             item_id = done["response"]["output"][0]["id"]
             await client.send("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=400)
@@ -141,9 +137,7 @@ def test_disconnect_mid_response_frees_everything(server):
         async with connect(server) as ws:
             client = Client(ws)
             await client.next("session.created")
-            await client.send("conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Go on and on."}]})
-            await client.send("response.create", response={"max_output_tokens": 300, "liveserve": {"ignore_eos": True}})
+            await client.ask("Go on and on.", max_output_tokens=300, liveserve={"ignore_eos": True})
             await client.next("response.output_audio.delta")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -179,9 +173,7 @@ def test_twenty_concurrent_sessions(server):
         async with connect(server) as ws:
             client = Client(ws)
             await client.next("session.created")
-            await client.send("conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": f"Question {i}?"}]})
-            await client.send("response.create", response={"max_output_tokens": 6})
+            await client.ask(f"Question {i}?", max_output_tokens=6)
             return await client.next("response.done", timeout=120)
 
     async def scenario():

@@ -101,8 +101,8 @@ def test_rejects_a_chunk_longer_than_chunk_samples(encoder):
     [
         ({"hidden_size": 250}, r"hidden_size \(250\) must be divisible by num_heads \(4\)"),
         ({"hidden_size": 3, "num_heads": 3}, r"hidden_size \(3\) must be even"),
-        ({"num_layers": 0}, r"num_layers \(0\) must be a positive int"),
-        ({"chunk_frames": 2.5}, r"chunk_frames \(2.5\) must be a positive int"),
+        ({"num_layers": 0}, r"num_layers must be a positive integer, got 0"),
+        ({"chunk_frames": 2.5}, r"chunk_frames must be a positive integer, got 2.5"),
         ({"sample_rate": 24000}, r"sample_rate \(24000\) must be 16000"),
     ],
 )

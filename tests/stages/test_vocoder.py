@@ -142,9 +142,9 @@ def test_rejects_bad_chunks(vocoder, frames, num_context, message):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"hidden_size": 0}, r"hidden_size \(0\) must be a positive int"),
-        ({"frame_kernel": -3}, r"frame_kernel \(-3\) must be a positive int"),
-        ({"samples_per_frame": 1920.0}, r"samples_per_frame \(1920.0\) must be a positive int"),
+        ({"hidden_size": 0}, r"hidden_size must be a positive integer, got 0"),
+        ({"frame_kernel": -3}, r"frame_kernel must be a positive integer, got -3"),
+        ({"samples_per_frame": 1920.0}, r"samples_per_frame must be a positive integer, got 1920.0"),
         ({"samples_per_frame": 4}, r"sample_kernel \(9\) must be at most samples_per_frame \+ 1 \(5\)"),
     ],
 )

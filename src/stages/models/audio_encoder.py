@@ -10,14 +10,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
+from stages.validation import require_positive_ints
+
 from stages.models.mel import HOP_LENGTH, SAMPLE_RATE, log_mel
 
 MEL_FRAMES_PER_FRAME = 8  # three stride-2 convolutions
-
-
-def _require_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} ({value!r}) must be a positive int")
 
 
 @dataclass(frozen=True)
@@ -35,8 +32,7 @@ class AudioEncoderConfig:
     output_size: int = 384
 
     def __post_init__(self) -> None:
-        for field in fields(self):
-            _require_positive_int(field.name, getattr(self, field.name))
+        require_positive_ints(self, *(field.name for field in fields(self)))
         if self.sample_rate != SAMPLE_RATE:
             raise ValueError(f"sample_rate ({self.sample_rate}) must be {SAMPLE_RATE}")
         if self.hidden_size % self.num_heads:

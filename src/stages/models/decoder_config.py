@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stages.validation import require_positive_ints
+
 
 @dataclass(frozen=True)
 class DecoderConfig:
@@ -22,11 +24,8 @@ class DecoderConfig:
     tie_word_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-                     "intermediate_size", "max_position"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
+                              "head_dim", "intermediate_size", "max_position")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         if self.head_dim % 2:

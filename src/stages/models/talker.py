@@ -10,6 +10,7 @@ from torch import nn
 from stages.models.attention import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
 from stages.models.packed_linear import PackedLinear
+from stages.validation import require_positive_ints
 from stages.models.llama import DecoderBody
 
 
@@ -23,10 +24,7 @@ class TalkerConfig:
     frames_per_token: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("codec_vocab_size", "thinker_hidden_size", "frames_per_token"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "codec_vocab_size", "thinker_hidden_size", "frames_per_token")
         if self.decoder.vocab_size != self.codec_vocab_size + 1:
             raise ValueError("the talker decoder's vocab_size must be codec_vocab_size + 1 (BOS)")
 

@@ -9,10 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
-
-def _require_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} ({value!r}) must be a positive int")
+from stages.validation import require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -32,8 +29,7 @@ class VocoderConfig:
     sample_channels: int = 4
 
     def __post_init__(self) -> None:
-        for field in fields(self):
-            _require_positive_int(field.name, getattr(self, field.name))
+        require_positive_ints(self, *(field.name for field in fields(self)))
         if self.sample_kernel > self.samples_per_frame + 1:
             limit = self.samples_per_frame + 1
             raise ValueError(f"sample_kernel ({self.sample_kernel}) must be at most samples_per_frame + 1 ({limit})")
