@@ -111,7 +111,7 @@ def _cmd_client(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_engine(args: argparse.Namespace) -> int:
-    from liveserve.bench_engine import format_table, run_engine_bench
+    from liveserve.bench.engine import format_table, run_engine_bench
 
     try:
         batches = tuple(int(b) for b in args.batch_sizes.split(","))
