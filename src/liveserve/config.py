@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 
 import yaml
@@ -60,9 +59,8 @@ class LiveServeConfig:
 
 
 def default_config_path() -> Path:
-    """configs/tiny-omni-cpu.yaml in a checkout, or the copy installed with the package."""
-    checkout = Path(__file__).resolve().parents[2] / "configs" / DEFAULT_CONFIG
-    return checkout if checkout.is_file() else Path(str(files("liveserve") / DEFAULT_CONFIG))
+    """configs/tiny-omni-cpu.yaml of the checkout LiveServe is installed from (editable install)."""
+    return Path(__file__).resolve().parents[2] / "configs" / DEFAULT_CONFIG
 
 
 def load_config(path: str | Path | None = None) -> LiveServeConfig:

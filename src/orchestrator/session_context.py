@@ -28,7 +28,7 @@ class ContextSegment:
         """Tokens of this segment to keep when only `heard_tokens` spoken tokens were heard."""
         if heard_tokens >= len(self.spoken):
             return len(self.token_ids)
-        return self.spoken[heard_tokens] if heard_tokens > 0 else self.spoken[0]
+        return self.spoken[heard_tokens]
 
 
 class SessionContext:
@@ -66,9 +66,14 @@ class SessionContext:
     def segment(self, item_id: str) -> ContextSegment | None:
         return next((s for s in self.segments if s.item_id == item_id), None)
 
-    def start_of(self, segment: ContextSegment) -> int:
-        """Absolute context position of the segment's first token."""
-        return sum(len(s.token_ids) for s in self.segments[: self.segments.index(segment)])
+    def append_segment(self, segment: ContextSegment, max_position: int) -> None:
+        """Add a segment after the others (closing the one before); ValueError if it does not fit."""
+        total = self.num_tokens + len(segment.token_ids)
+        if total >= max_position:
+            raise ValueError(f"the context would reach {total} tokens, the model's maximum is {max_position}")
+        if self.segments:
+            self.segments[-1].is_closed = True
+        self.segments.append(segment)
 
     def next_thinker_id(self) -> str:
         self.num_rebuilds += 1

@@ -78,14 +78,13 @@ class Turn:
     def _start(self) -> None:
         session, orch = self.session, self.orch
         prefix = orch.template.assistant_prefix(not session.segments, session.needs_close)
-        limit = orch.config.thinker.model.max_position
-        if session.num_tokens + len(prefix) >= limit:
-            self._finish("failed", error=f"the context is full ({session.num_tokens} of {limit} tokens)")
+        segment = ContextSegment(self.item_id, list(prefix), is_closed=False)
+        try:
+            session.append_segment(segment, orch.config.thinker.model.max_position)
+        except ValueError as exc:
+            self._finish("failed", error=str(exc))
             return
-        if session.segments:
-            session.segments[-1].is_closed = True
-        self.segment = ContextSegment(self.item_id, list(prefix), is_closed=False)
-        session.segments.append(self.segment)
+        self.segment = segment
         if self.request.speak:
             self._add("talker", TalkerRequest(self.ids["talker"], orch.clock(), orch.frames_per_token,
                                               self._talker_sampling(), orch.talker_bos_id))

@@ -65,12 +65,7 @@ class UserInput:
         session = self.session
         num_audio = 0 if embeddings is None else len(embeddings)
         ids, offset = self.orch.template.user(self.text, num_audio, not session.segments, session.needs_close)
-        if session.num_tokens + len(ids) >= self.orch.config.thinker.model.max_position:
-            raise ValueError(f"the context would reach {session.num_tokens + len(ids)} tokens, "
-                             f"the model's maximum is {self.orch.config.thinker.model.max_position}")
         embeds = [] if embeddings is None else [(offset, embeddings)]
-        if session.segments:
-            session.segments[-1].is_closed = True
-        session.segments.append(ContextSegment(self.item_id, ids, embeds))
+        session.append_segment(ContextSegment(self.item_id, ids, embeds), self.orch.config.thinker.model.max_position)
         self.orch.submit("thinker", AppendInput(session.thinker_id, TurnInput(ids, embeds)))
         return len(ids)

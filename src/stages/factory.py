@@ -22,6 +22,7 @@ from stages.plan import StageOutput
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
 from stages.runners.vocoder import VocoderRunner
+from stages.scheduler import Scheduler
 from stages.validation import require_positive_ints
 
 KINDS = ("encoder", "thinker", "talker", "vocoder")
@@ -72,8 +73,6 @@ def decoder_of(spec: StageSpec) -> DecoderConfig:
 
 
 def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float]) -> StageEngine:
-    from stages.scheduler import Scheduler
-
     model = build_model(spec)
     kv = None
     if spec.kv is not None:

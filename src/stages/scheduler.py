@@ -81,12 +81,13 @@ class Scheduler:
         num_tokens = request.num_schedulable(budget)
         if num_tokens <= 0 or request.status is RequestStatus.FINISHED:
             return None
-        if self.kv is not None and not self.kv.fits_at_all(request.num_known):
-            capacity = self.kv.pool.num_blocks * self.kv.block_size
-            self.fail(request, f"needs {request.num_known} tokens of KV; the pool holds {capacity}")
-            return None
-        if self.kv is not None and not self._reserve(request, request.num_computed + num_tokens, ordered, plan):
-            return None
+        if self.kv is not None:
+            if not self.kv.fits_at_all(request.num_known):
+                capacity = self.kv.pool.num_blocks * self.kv.block_size
+                self.fail(request, f"needs {request.num_known} tokens of KV; the pool holds {capacity}")
+                return None
+            if not self._reserve(request, request.num_computed + num_tokens, ordered, plan):
+                return None
         return ScheduledChunk(request, request.num_computed, num_tokens)
 
     def _reserve(self, request: StageRequest, num_tokens: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:

@@ -43,6 +43,8 @@ BAD_EVENTS = [
     (json.dumps({"type": "playback.ack", "played_ms": -5}), "invalid_value", "played_ms"),
     (json.dumps({"type": "response.create", "response": {"liveserve": {"ignore_eos": "yes"}}}), "invalid_type",
      "response.liveserve.ignore_eos"),
+    (json.dumps({"type": "response.create", "response": {"instructions": "Be terse."}}), "unsupported_parameter",
+     "response.instructions"),
 ]
 
 

@@ -121,12 +121,17 @@ def _temperature(value: Any, where: str) -> float:
 
 
 def response_overrides(response: Any, settings: SessionSettings) -> SessionSettings:
-    """Per-response overrides from `response.create` (modalities, instructions, tokens, temperature)."""
+    """Per-response overrides from `response.create` (output modalities, max tokens, temperature).
+
+    Instructions live in the session's context, so changing them per response is refused
+    rather than silently ignored.
+    """
     if response is None:
         return settings
     require(isinstance(response, dict), "invalid_type", "response must be an object", "response")
-    updated = apply_update(settings, {k: v for k, v in response.items() if k != "liveserve"})
-    return updated
+    require("instructions" not in response, "unsupported_parameter",
+            "instructions cannot be changed per response; use session.update", "response.instructions")
+    return apply_update(settings, {k: v for k, v in response.items() if k != "liveserve"})
 
 
 def _vad_json(vad: ServerVAD | None) -> dict | None:

@@ -8,6 +8,7 @@ tokenizer's, so traces sized in tokens behave like real ones.
 from __future__ import annotations
 
 import codecs
+import functools
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,8 +52,8 @@ class TextTokenizer:
 
     @classmethod
     def default(cls) -> TextTokenizer:
-        """The tokenizer shipped with tiny-omni."""
-        return cls.from_file(files("stages.models") / "assets" / "tiny_bpe.json")
+        """The tokenizer shipped with tiny-omni (loaded once per process; it is read-only)."""
+        return _default_tokenizer()
 
     @classmethod
     def from_file(cls, path: str | Path | Traversable) -> TextTokenizer:
@@ -130,6 +131,11 @@ class IncrementalDetokenizer:
     def flush(self) -> str:
         """End the stream: the bytes of an unfinished character become U+FFFD."""
         return self._utf8.decode(b"", final=True)
+
+
+@functools.cache
+def _default_tokenizer() -> TextTokenizer:
+    return TextTokenizer.from_file(files("stages.models") / "assets" / "tiny_bpe.json")
 
 
 def _byte_alphabet() -> dict[str, int]:
