@@ -24,14 +24,35 @@ class AudioDelta:
         return 1000.0 * len(self.pcm) / self.sample_rate
 
 
+@dataclass(frozen=True)
+class UnheardWork:
+    """Work a reply generated beyond what the listener heard of its first `heard_ms` ms of audio.
+
+    A token or frame counts as heard once its playback had started. `text_tokens`:
+    thinker tokens a cut at `heard_ms` drops from the context (those after the last
+    heard spoken token); `codec_frames` / `vocoder_frames`: talker codec frames and
+    vocoded (80 ms) frames whose playback had not started.
+    """
+
+    heard_ms: float
+    text_tokens: int
+    codec_frames: int
+    vocoder_frames: int
+
+
 @dataclass
 class TurnUsage:
-    """Work per stage for one turn (positions computed or produced)."""
+    """Work per stage for one turn (positions computed or produced).
+
+    `unheard` is set when a cancel cut the reply at a known playback point, else None.
+    """
 
     input_tokens: int = 0
     text_tokens: int = 0
     codec_frames: int = 0
+    vocoder_frames: int = 0
     audio_samples: int = 0
+    unheard: UnheardWork | None = None
 
 
 @dataclass(frozen=True)

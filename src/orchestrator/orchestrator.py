@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -11,6 +12,7 @@ import numpy as np
 
 from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
+from orchestrator.events import TurnUsage, UnheardWork
 from orchestrator.placement import LocalPlacement, Placement, StageHandle
 from orchestrator.session_context import ContextSegment, SessionContext
 from orchestrator.turn import Turn, TurnRequest
@@ -55,6 +57,7 @@ class Orchestrator:
         self.frames_per_token = config.talker.model.frames_per_token
         self.talker_bos_id = config.talker.model.bos_id
         self.output_sample_rate = vocoder.sample_rate
+        self.samples_per_frame = vocoder.samples_per_frame
         self.frame_ms = 1000.0 * vocoder.samples_per_frame / vocoder.sample_rate
         self.vocoder_left_context = vocoder.left_context_frames
 
@@ -148,12 +151,26 @@ class Orchestrator:
         segment = self._session(session_id).segment(item_id)
         if segment is None:
             raise KeyError(f"item {item_id!r} is not in the context")
-        self.truncate_item(session_id, item_id, segment.keep_for_heard(self.heard_tokens(segment, heard_ms)))
+        self.truncate_item(session_id, item_id, segment.keep_for_heard(self.heard_tokens(len(segment.spoken), heard_ms)))
 
-    def heard_tokens(self, segment: ContextSegment, heard_ms: float) -> int:
-        """Spoken tokens of `segment` whose audio had started playing by `heard_ms`."""
-        frames = int(heard_ms // self.frame_ms)
-        return min(len(segment.spoken), -(-frames // self.frames_per_token))
+    def frames_started(self, heard_ms: float) -> int:
+        """Codec frames of a reply whose playback had started by `heard_ms` (frame k starts at k * frame_ms)."""
+        return math.ceil(heard_ms / self.frame_ms)
+
+    def heard_tokens(self, num_spoken: int, heard_ms: float) -> int:
+        """Of `num_spoken` spoken tokens, those whose audio had started playing by `heard_ms`."""
+        return min(num_spoken, -(-self.frames_started(heard_ms) // self.frames_per_token))
+
+    def unheard(self, usage: TurnUsage, spoken: list[int], heard_ms: float) -> UnheardWork:
+        """The work in `usage` beyond the first `heard_ms` ms of its audio (see UnheardWork).
+
+        `spoken` holds the positions, among the reply's generated text tokens, of those
+        that became audio, in order. Pure: the same arguments give the same figure.
+        """
+        heard, started = self.heard_tokens(len(spoken), heard_ms), self.frames_started(heard_ms)
+        kept = spoken[heard] if heard < len(spoken) else usage.text_tokens
+        return UnheardWork(heard_ms, usage.text_tokens - kept, max(0, usage.codec_frames - started),
+                           max(0, usage.vocoder_frames - started))
 
     def set_instructions(self, session_id: str, instructions: str) -> None:
         """Replace the session's system message (the context is rebuilt)."""

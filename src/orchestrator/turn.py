@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from orchestrator.chunk_stream import ChunkStream
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnUsage
+from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnUsage, UnheardWork
 from orchestrator.session_context import ContextSegment, SessionContext
 from stages.commands import AbortRequest, AddRequest, AppendInput
 from stages.config import SamplingParams
@@ -39,7 +39,8 @@ class Turn:
     Waits for earlier context edits (user items) and holds its place in the
     session's edit order while the thinker generates. Events arrive in order on `events`; exactly one TurnDone
     ends them. `cancel(heard_ms)` aborts the reply in every stage and cuts the
-    assistant segment to the tokens whose audio was heard.
+    assistant segment to the tokens whose audio was heard; `unheard(heard_ms)`
+    measures the work generated beyond that point.
     """
 
     def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, orch: Orchestrator):
@@ -49,6 +50,7 @@ class Turn:
         self.status: str | None = None
         self.finish_reason: str | None = None
         self.segment: ContextSegment | None = None
+        self._spoken: list[int] = []  # positions among the generated tokens of those that became audio; never cut
         self._generating = asyncio.get_running_loop().create_future()
         self._detok = IncrementalDetokenizer(orch.tokenizer)
         self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(orch.config.thinker_to_talker)
@@ -118,6 +120,7 @@ class Turn:
             self._emit(TextDelta(text))
         if self.request.speak and not self.orch.tokenizer.is_special(step.token_id):
             self.segment.spoken.append(len(self.segment.token_ids) - 1)
+            self._spoken.append(self.usage.text_tokens - 1)
             for chunk in self._to_talker.push([step.hidden]):
                 self.orch.submit("talker", AppendInput(self.ids["talker"], torch.stack(chunk)))
         if step.finish_reason is not None:
@@ -146,6 +149,7 @@ class Turn:
         if output.payload is not None and len(output.payload):
             pcm = output.payload.numpy()
             self.usage.audio_samples += len(pcm)
+            self.usage.vocoder_frames += len(pcm) // self.orch.samples_per_frame
             self._emit(AudioDelta(pcm, self.orch.output_sample_rate))
         if output.is_finished:
             self._finish(STATUS_BY_REASON.get(self.finish_reason, "completed"))
@@ -155,10 +159,19 @@ class Turn:
         if not self.is_done:
             self._finish("cancelled", heard_ms=heard_ms)
 
+    def unheard(self, heard_ms: float) -> UnheardWork:
+        """Work generated so far beyond the first `heard_ms` ms of this reply's audio.
+
+        Usable while generating (the figure so far) and after the turn ended; later
+        context cuts of the reply's item do not change it.
+        """
+        return self.orch.unheard(self.usage, self._spoken, heard_ms)
+
     def _cut_context(self, heard_ms: float | None) -> None:
         """End generation and make the thinker context match the (possibly shortened) segment."""
         segment = self.segment
-        keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(self.orch.heard_tokens(segment, heard_ms))
+        keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(
+            self.orch.heard_tokens(len(segment.spoken), heard_ms))
         if keep < len(segment.token_ids) or not self._generating.done():
             del segment.token_ids[keep:]
             segment.spoken = [i for i in segment.spoken if i < keep]
@@ -172,6 +185,8 @@ class Turn:
                 self.orch.submit(kind, AbortRequest(request_id))
             if self.segment is not None:
                 self._cut_context(heard_ms)
+            if status == "cancelled" and heard_ms is not None:
+                self.usage.unheard = self.unheard(heard_ms)
         for request_id in self.ids.values():
             self.orch.disown(request_id)
         self._release_context()

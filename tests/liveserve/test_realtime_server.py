@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import base64
 import time
 
@@ -106,10 +107,37 @@ def test_barge_in_stops_audio_and_truncates(server):
     assert latency < 1.0  # response.done follows speech start promptly
     item_id = done["response"]["output"][0]["id"]
     assert truncated and truncated[0]["item_id"] == item_id
+    # The barge-in's truncation and response.done report the same unheard work, cut where playback was.
+    unheard = done["response"]["usage"]["liveserve"]
+    assert truncated[0]["liveserve"] == unheard and int(unheard["heard_ms"]) == truncated[0]["audio_end_ms"]
+    assert 0 <= unheard["unheard_audio_tokens"] <= done["response"]["usage"]["output_token_details"]["audio_tokens"]
     # No audio delta of the cancelled response after its response.done.
     types = [e["type"] for _, e in client.events]
     last_delta = max(i for i, t in enumerate(types) if t == "response.output_audio.delta")
     assert last_delta < types.index("response.done")
+
+
+def test_speech_over_a_reply_that_finished_generating_truncates_it_where_playback_was(server):
+    async def scenario():
+        async with connect(server) as ws:
+            client = Client(ws)
+            await client.next("session.created")
+            await client.ask("Tell me a story.", max_output_tokens=30, liveserve={"ignore_eos": True})
+            done = await client.next("response.done")  # 7.2 s of audio, generated in well under that
+            item_id = done["response"]["output"][0]["id"]
+            await client.send("playback.ack", item_id=item_id, played_ms=1000)
+            await client.append(np.concatenate([fixture_pcm16("bargein_wait_espeak_24k.wav"), silence(300)]))
+            truncated = await client.next("conversation.item.truncated", timeout=10)
+            return done, item_id, truncated
+
+    done, item_id, truncated = run(scenario())
+    assert done["response"]["status"] == "incomplete"
+    codec = done["response"]["usage"]["output_token_details"]["audio_tokens"]
+    assert truncated["item_id"] == item_id
+    # Playback ran on from the 1000 ms ack until the VAD heard the user (well under 3 s of audio).
+    assert 1000 <= truncated["audio_end_ms"] < 4000
+    heard_frames = math.ceil(truncated["liveserve"]["heard_ms"] / 80)
+    assert truncated["liveserve"]["unheard_audio_tokens"] == codec - heard_frames > 0
 
 
 def test_truncate_after_the_reply(server):

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from orchestrator.events import AudioDelta, TextDelta, TurnDone
+from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnUsage, UnheardWork
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.turn import TurnRequest
 
@@ -106,6 +106,7 @@ def test_cancelled_turn_leaves_no_blocks_behind(pipeline, speech_16k):
 
     done, (blocks, requests), (blocks_after_close, requests_after_close) = run(scenario())
     assert done.status == "cancelled"
+    assert done.usage.unheard is None  # cancelled with no playback point: nothing to measure against
     # Only the session's resident thinker context remains after the cancel ...
     assert blocks["talker"] == 0 and requests == {"encoder": 0, "thinker": 1, "talker": 0, "vocoder": 0}
     assert blocks["thinker"] > 0
@@ -191,21 +192,71 @@ def test_barge_in_keeps_only_what_was_heard(pipeline):
             orch.open_session("s")
             await orch.add_user_item("s", "u0", text="Tell me a long story.")
             turn = orch.start_turn("s", TurnRequest(max_tokens=60, ignore_eos=True))
-            while len(turn.segment.spoken if turn.segment else []) < 8:
+            while len(turn.segment.spoken if turn.segment else []) < 8 or turn.usage.codec_frames < 4:
                 await asyncio.sleep(0.005)
+            prefix = len(turn.segment.token_ids) - turn.usage.text_tokens
             # The user heard 3 frames (240 ms): 2 frames per token -> the 2nd spoken token had started.
             orch.cancel_turn("s", heard_ms=240.0)
             _, done = await drain(turn)
             await orch.wait_idle()
-            return done, turn.segment, orch.sessions["s"].num_tokens, thinker_context(orch, "s")
+            return done, turn.segment, prefix, orch.sessions["s"].num_tokens, thinker_context(orch, "s")
         finally:
             await orch.stop()
 
-    done, segment, num_tokens, context = run(scenario())
+    done, segment, prefix, num_tokens, context = run(scenario())
     assert done.status == "cancelled"
     # The assistant segment keeps its prefix and the two heard tokens, nothing after them.
     assert len(segment.spoken) == 2 and len(segment.token_ids) == segment.spoken[-1] + 1
     assert len(context) == num_tokens and context[-len(segment.token_ids):] == segment.token_ids
+    # The waste: every text token the cut dropped, every codec/vocoded frame after the 3 that had started.
+    usage, unheard = done.usage, done.usage.unheard
+    assert unheard.heard_ms == 240.0
+    assert unheard.text_tokens == usage.text_tokens - (len(segment.token_ids) - prefix) >= 6
+    assert unheard.codec_frames == usage.codec_frames - 3 >= 1
+    assert unheard.vocoder_frames == max(0, usage.vocoder_frames - 3)
+    assert usage.vocoder_frames * 1920 == usage.audio_samples
+
+
+def test_unheard_work_counts_what_had_not_started_playing(pipeline):
+    orch = Orchestrator(pipeline)  # 2 codec frames per spoken token, 80 ms per frame
+    # 7 generated tokens, of which positions 0, 1, 3, 4 were spoken (8 codec frames, 6 vocoded so far).
+    usage, spoken = TurnUsage(text_tokens=7, codec_frames=8, vocoder_frames=6), [0, 1, 3, 4]
+    # Nothing played: all of it is unheard.
+    assert orch.unheard(usage, spoken, 0.0) == UnheardWork(0.0, 7, 8, 6)
+    # 160 ms: frames 0-1 had started (spoken token 1); the cut keeps position 0, frame 2 onwards is unheard.
+    assert orch.unheard(usage, spoken, 160.0) == UnheardWork(160.0, 6, 6, 4)
+    # 170 ms: frame 2 had started too, so spoken token 2 (position 1) counts as heard; positions 0-2 stay.
+    assert orch.heard_tokens(len(spoken), 170.0) == 2
+    assert orch.unheard(usage, spoken, 170.0) == UnheardWork(170.0, 4, 5, 3)
+    # Everything played: nothing is unheard.
+    assert orch.unheard(usage, spoken, 10_000.0) == UnheardWork(10_000.0, 0, 0, 0)
+
+
+def test_unheard_work_of_a_finished_reply_survives_later_cuts(pipeline):
+    async def scenario():
+        orch = Orchestrator(pipeline)
+        await orch.start()
+        try:
+            orch.open_session("s")
+            await orch.add_user_item("s", "u0", text="Hello there.")
+            turn = orch.start_turn("s", TurnRequest(max_tokens=6, ignore_eos=True))
+            _, done = await drain(turn)
+            prefix, first_spoken = len(turn.segment.token_ids) - 6, turn.segment.spoken[0]
+            before_cut = turn.unheard(80.0)
+            orch.truncate_item_audio("s", turn.item_id, 80.0)  # the client heard 80 ms after the reply ended
+            kept = len(turn.segment.token_ids) - prefix
+            return done, turn, first_spoken - prefix, before_cut, kept
+        finally:
+            await orch.stop()
+
+    done, turn, first_spoken, before_cut, kept = run(scenario())
+    usage = done.usage
+    assert done.status == "incomplete" and usage.unheard is None  # nothing was cut while it ran
+    assert usage.text_tokens == 6 and usage.vocoder_frames == usage.codec_frames > 0
+    assert turn.unheard(0.0) == UnheardWork(0.0, 6 - first_spoken, usage.codec_frames, usage.vocoder_frames)
+    # 80 ms: one frame had started; the context cut and the figure agree, before and after the cut.
+    assert turn.unheard(80.0) == before_cut == UnheardWork(80.0, 6 - kept, usage.codec_frames - 1, usage.vocoder_frames - 1)
+    assert turn.unheard(60_000.0) == UnheardWork(60_000.0, 0, 0, 0)
 
 
 def test_deleting_an_earlier_item_rebuilds_the_context(pipeline):

@@ -9,7 +9,7 @@ from liveserve.realtime.conversation import Item
 from liveserve.realtime.input_audio import encode_pcm16
 from liveserve.realtime.naming import message_item, new_id
 from liveserve.realtime.settings import SessionSettings
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnUsage
+from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnUsage, UnheardWork
 
 if TYPE_CHECKING:
     from liveserve.realtime.session import RealtimeSession
@@ -21,7 +21,8 @@ class ResponseStream:
 
     Emits response.created, the item and content part, audio/transcript (or text)
     deltas, the done events and finally response.done with usage. After `cancel`
-    no more deltas go out; the turn's TurnDone still closes the response.
+    no more deltas go out; the turn's TurnDone still closes the response. Closing
+    counts the turn's work, and its unheard work if a cancel cut it.
     """
 
     def __init__(self, session: RealtimeSession, settings: SessionSettings, turn_end: float) -> None:
@@ -80,6 +81,9 @@ class ResponseStream:
     def _close(self, done: TurnDone) -> None:
         emit, playback = self.session.emit, self.session.monitor.playback
         status = "cancelled" if self.cancel_reason else done.status
+        self.session.metrics.count_generated(done.usage)
+        if done.usage.unheard is not None:
+            self.session.report_unheard(self.item, done.usage.unheard)
         self.item.status = "completed" if status == "completed" else "incomplete"
         if self.speak:
             playback.finish_generation()
@@ -121,10 +125,20 @@ class ResponseStream:
 
 
 def usage_json(usage: TurnUsage) -> dict:
+    """OpenAI-shaped usage; a cut response adds the `liveserve` unheard-work object."""
     output = usage.text_tokens + usage.codec_frames
-    return {
+    body = {
         "total_tokens": usage.input_tokens + output, "input_tokens": usage.input_tokens, "output_tokens": output,
         "input_token_details": {"text_tokens": usage.input_tokens, "audio_tokens": 0, "cached_tokens": 0},
         "output_token_details": {"text_tokens": usage.text_tokens, "audio_tokens": usage.codec_frames},
     }
+    if usage.unheard is not None:
+        body["liveserve"] = unheard_json(usage.unheard)
+    return body
+
+
+def unheard_json(unheard: UnheardWork) -> dict:
+    """The LiveServe extension object: work generated beyond what was heard (audio tokens are codec frames)."""
+    return {"heard_ms": unheard.heard_ms, "unheard_text_tokens": unheard.text_tokens,
+            "unheard_audio_tokens": unheard.codec_frames, "unheard_vocoder_frames": unheard.vocoder_frames}
 

@@ -14,9 +14,10 @@ from liveserve.realtime.errors import RealtimeError, require
 from liveserve.realtime.input_audio import InputAudioBuffer, Resampler24to16, decode_pcm16
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
-from liveserve.realtime.response_stream import ResponseStream
+from liveserve.realtime.response_stream import ResponseStream, unheard_json
 from liveserve.realtime.settings import SessionSettings, apply_update, beta_session, ga_session, response_overrides
 from monitor import BargeIn, SessionMonitor, SileroVAD, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from orchestrator.events import UnheardWork
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.turn import TurnRequest
 
@@ -123,7 +124,10 @@ class RealtimeSession:
             self.emit("input_audio_buffer.speech_started", audio_start_ms=event.audio_start_ms,
                       item_id=self.pending_user_item)
         elif isinstance(event, BargeIn) and self.settings.turn_detection.interrupt_response:
-            self._interrupt("turn_detected")
+            if self.response is not None:
+                self._interrupt("turn_detected")
+            else:
+                self._cut_generated_reply()
         elif isinstance(event, SpeechStopped):
             self.emit("input_audio_buffer.speech_stopped", audio_end_ms=event.audio_end_ms,
                       item_id=self.pending_user_item)
@@ -202,7 +206,18 @@ class RealtimeSession:
         else:
             self._truncate_context(item, float(end_ms))
         self.monitor.playback.truncate(float(end_ms))
-        self.emit("conversation.item.truncated", item_id=item_id, content_index=0, audio_end_ms=end_ms)
+        self._emit_truncated(item, end_ms, float(end_ms))
+
+    def _emit_truncated(self, item: Item, audio_end_ms: int | float, heard_ms: float) -> None:
+        """conversation.item.truncated, with the item's unheard work at `heard_ms` as its latest figure."""
+        extension = {} if item.turn is None else {"liveserve": self.report_unheard(item, item.turn.unheard(heard_ms))}
+        self.emit("conversation.item.truncated", item_id=item.item_id, content_index=0, audio_end_ms=audio_end_ms,
+                  **extension)
+
+    def report_unheard(self, item: Item, unheard: UnheardWork) -> dict:
+        """Count `unheard` as the item's latest figure (see ServerMetrics.count_unheard); return its `liveserve` JSON."""
+        item.unheard_counted = self.metrics.count_unheard(item.unheard_counted, unheard)
+        return unheard_json(unheard)
 
     def _truncate_context(self, item: Item, heard_ms: float) -> None:
         try:
@@ -246,6 +261,7 @@ class RealtimeSession:
         request = TurnRequest(speak=stream.speak, max_tokens=settings.max_output_tokens,
                               temperature=settings.temperature, ignore_eos=ignore_eos)
         turn = self.orch.start_turn(self.session_id, request, item_id=stream.item.item_id)
+        stream.item.turn = turn
         self._track(asyncio.ensure_future(self._run_response(stream, turn)))
 
     async def _run_response(self, stream: ResponseStream, turn) -> None:
@@ -268,7 +284,18 @@ class RealtimeSession:
         self.orch.cancel_turn(self.session_id, heard_ms=heard if stream.speak else None)
         if reason == "turn_detected" and stream.speak:
             self.monitor.playback.truncate(heard)
-            self.emit("conversation.item.truncated", item_id=stream.item.item_id, content_index=0, audio_end_ms=int(heard))
+            self._emit_truncated(stream.item, int(heard), heard)
+
+    def _cut_generated_reply(self) -> None:
+        """Speech over a reply that finished generating but is still playing: keep in the
+        context what was heard, as a client's truncate would."""
+        item = self.conversation.get(self.monitor.playback.item_id or "")
+        if item is None or item.role != "assistant":
+            return
+        heard = self.monitor.playback.played_ms()
+        self._truncate_context(item, heard)
+        self.monitor.playback.truncate(heard)
+        self._emit_truncated(item, int(heard), heard)
 
     def on_playback_ack(self, event: dict) -> None:
         played = event.get("played_ms")
