@@ -17,12 +17,14 @@ class BlockPool:
     drops one reference per id and returns a block to the free list when its count
     reaches zero. `share` adds a reference (prefix sharing). A block is either free
     (count 0, in the free list once) or held (count > 0, not in the free list).
+    `peak_used` is the most blocks held at once since the pool was made.
     """
 
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
         self._free: deque[int] = deque(range(num_blocks))
         self._ref_counts = [0] * num_blocks
+        self.peak_used = 0
 
     @property
     def num_free(self) -> int:
@@ -41,6 +43,7 @@ class BlockPool:
         blocks = [self._free.popleft() for _ in range(n)]
         for block in blocks:
             self._ref_counts[block] = 1
+        self.peak_used = max(self.peak_used, self.num_used)
         return blocks
 
     def share(self, blocks: list[int]) -> None:

@@ -39,6 +39,10 @@ class KVCacheManager:
         return self.pool.num_used
 
     @property
+    def peak_used_blocks(self) -> int:
+        return self.pool.peak_used
+
+    @property
     def occupancy(self) -> float:
         return self.pool.num_used / self.pool.num_blocks
 

@@ -28,6 +28,7 @@ class StageStatus:
     num_preemptions: int
     kv_blocks_used: int
     kv_blocks_free: int
+    kv_blocks_peak: int
     last_batch_size: int
     is_idle: bool
 
@@ -142,6 +143,7 @@ class StageEngine:
             num_preemptions=self.scheduler.num_preemptions,
             kv_blocks_used=kv.num_used_blocks if kv else 0,
             kv_blocks_free=kv.num_free_blocks if kv else 0,
+            kv_blocks_peak=kv.peak_used_blocks if kv else 0,
             last_batch_size=self.stats.last_batch_size,
             is_idle=self._is_idle,
         )

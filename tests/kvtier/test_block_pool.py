@@ -73,3 +73,13 @@ def test_check_integrity_catches_a_corrupted_free_list():
     pool._free.append(pool._free[0])  # the same block listed free twice
     with pytest.raises(AssertionError, match="free list twice"):
         pool.check_integrity()
+
+
+def test_peak_used_is_the_high_water_mark():
+    pool = BlockPool(8)
+    first = pool.allocate(5)
+    pool.release(first[:4])
+    pool.allocate(2)
+    assert (pool.num_used, pool.peak_used) == (3, 5)
+    pool.allocate(4)
+    assert pool.peak_used == 7
