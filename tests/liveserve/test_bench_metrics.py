@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from liveserve.bench.metrics import RequestMetrics, aggregate, playback_underruns_ms, summarize
+from hypothesis import given
+from hypothesis import strategies as st
+
+from liveserve.bench.metrics import (
+    RequestMetrics,
+    aggregate,
+    nonstalling_underrun_ms,
+    playback_underruns_ms,
+    summarize,
+)
 from liveserve.bench.result_json import build_result, request_record
 
 
@@ -15,17 +24,31 @@ def test_underruns_of_a_known_arrival_pattern():
     # 0.00: plays 0.00-0.20
     # 0.30: dry since 0.20 -> underrun 100 ms; plays 0.30-0.50
     # 0.45: 50 ms still buffered -> no underrun; plays on to 0.70
-    gaps = playback_underruns_ms([(0.0, 200), (0.3, 200), (0.45, 200)])
+    chunks = [(0.0, 200), (0.3, 200), (0.45, 200)]
+    gaps = playback_underruns_ms(chunks)
     assert gaps == pytest.approx([100])
-    request = RequestMetrics("r", "completed", max_underrun_ms=max(gaps), underrun_ms=tuple(gaps))
+    assert nonstalling_underrun_ms(chunks) == pytest.approx(100)  # due at 0, 0.2, 0.4
+    request = RequestMetrics("r", "completed", underrun_ms=tuple(gaps))
     assert request.continuity_ok
     result = aggregate([request], duration_s=1.0)
     assert result["continuity"] == {"c50": 0.0, "c100": 1.0, "c200": 1.0}
 
 
-def test_underruns_are_per_dry_spell_not_cumulative():
-    # 200 ms chunks at 0, 0.3, 0.6: dry 0.2-0.3 and 0.5-0.6
-    assert playback_underruns_ms([(0.0, 200), (0.3, 200), (0.6, 200)]) == pytest.approx([100, 100])
+def test_the_nonstalling_underrun_accumulates_over_dry_spells():
+    # 200 ms chunks at 0, 0.3, 0.6: due at 0, 0.2, 0.4 -> 0, 100, 200 ms late;
+    # a pausing player is dry 0.2-0.3 and 0.5-0.6
+    chunks = [(0.0, 200), (0.3, 200), (0.6, 200)]
+    assert nonstalling_underrun_ms(chunks) == pytest.approx(200)
+    spells = playback_underruns_ms(chunks)
+    assert spells == pytest.approx([100, 100])
+    assert RequestMetrics("r", "completed", underrun_ms=tuple(spells)).max_underrun_ms == pytest.approx(200)
+
+
+@given(st.lists(st.tuples(st.floats(0, 2), st.floats(0, 500)), max_size=20))
+def test_the_nonstalling_underrun_is_the_pausing_players_total_stall(raw):
+    arrivals = sorted(t for t, _ in raw)
+    chunks = list(zip(arrivals, [ms for _, ms in raw]))
+    assert nonstalling_underrun_ms(chunks) == pytest.approx(sum(playback_underruns_ms(chunks)), abs=1e-6)
 
 
 def test_no_chunks_no_underruns_and_order_is_checked():
@@ -35,13 +58,8 @@ def test_no_chunks_no_underruns_and_order_is_checked():
 
 
 def test_continuity_threshold_is_inclusive():
-    assert RequestMetrics("r", "completed", max_underrun_ms=100.0, underrun_ms=(100.0,)).continuity_ok
-    assert not RequestMetrics("r", "completed", max_underrun_ms=100.5, underrun_ms=(100.5,)).continuity_ok
-
-
-def test_max_underrun_must_match_the_underruns():
-    with pytest.raises(ValueError, match="max_underrun_ms"):
-        RequestMetrics("r", "completed", max_underrun_ms=50.0, underrun_ms=(80.0,))
+    assert RequestMetrics("r", "completed", underrun_ms=(100.0,)).continuity_ok
+    assert not RequestMetrics("r", "completed", underrun_ms=(100.5,)).continuity_ok
 
 
 def test_latencies_from_known_timestamps():
@@ -91,11 +109,11 @@ def _run() -> list[RequestMetrics]:
     return [
         # finished: TTFP 200, RTF 1.0 / 2.0 = 0.5, e2e 1500, underruns 40
         RequestMetrics("a", "completed", turn_end_s=0.0, first_text_s=0.1, first_audio_s=0.2, last_audio_s=1.0,
-                       audio_ms=2000.0, max_underrun_ms=40.0, underrun_ms=(40.0,), e2e_s=1.5,
+                       audio_ms=2000.0, underrun_ms=(40.0,), e2e_s=1.5,
                        text_tokens=10, codec_frames=30),
-        # finished at max_output_tokens: TTFP 400, RTF 2.0 / 1.0 = 2.0, e2e 2500, underruns 150
+        # finished at max_output_tokens: TTFP 400, RTF 2.0 / 1.0 = 2.0, e2e 2500, underrun 20 + 150
         RequestMetrics("b", "incomplete", turn_end_s=5.0, first_text_s=5.3, first_audio_s=5.4, last_audio_s=7.0,
-                       audio_ms=1000.0, max_underrun_ms=150.0, underrun_ms=(20.0, 150.0), e2e_s=2.5,
+                       audio_ms=1000.0, underrun_ms=(20.0, 130.0), e2e_s=2.5,
                        text_tokens=20, codec_frames=60),
         # barge-in: TTFP 300, RTF 0.5 / 0.5 = 1.0, e2e not counted; 5 + 15 unheard
         RequestMetrics("c", "cancelled", turn_end_s=9.0, first_text_s=9.2, first_audio_s=9.3, last_audio_s=9.5,
@@ -143,7 +161,8 @@ def test_result_object_fields_and_records():
     assert result["kv"] == {"blocks_used_peak": 12}
     assert result["config"] == {"request_rate": "inf"}  # as vllm bench writes it
     record = result["requests"][1]
-    assert record["request_id"] == "b" and record["underrun_ms"] == [20.0, 150.0]
+    assert record["request_id"] == "b" and record["underrun_ms"] == [20.0, 130.0]
+    assert record["max_underrun_ms"] == pytest.approx(150.0)
     assert record["audio_ttfp_ms"] == pytest.approx(400) and record["continuity_ok"] is False
     assert json.loads(json.dumps(result, allow_nan=False)) == result
 

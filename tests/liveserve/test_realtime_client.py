@@ -113,6 +113,7 @@ def test_one_turn_is_recorded_played_and_acked():
     assert client.session["type"] == "realtime"  # session.updated echoed our update
     assert (turn.response_id, turn.item_id, turn.status) == ("resp_1", "item_1", "completed")
     assert turn.usage == {"output_tokens": 3} and turn.transcript == "w w w "
+    assert turn.first_audio_t <= turn.first_text_t < turn.first_audio_t + 0.04  # sent right after the first audio
     assert turn.audio_bytes == 300 * 48 and turn.audio_ms == pytest.approx(300)
     assert turn.turn_end_t == stopped.t
     assert 140 <= turn.ttfp_ms < 400  # the server waits 150 ms before the first delta

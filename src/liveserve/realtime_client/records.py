@@ -50,6 +50,7 @@ class TurnRecord:
     turn_end_t: float | None
     player: RealtimePlayer = field(repr=False)
     item_id: str | None = None
+    first_text_t: float | None = None
     first_audio_t: float | None = None
     last_audio_t: float | None = None
     audio_bytes: int = 0

@@ -68,7 +68,9 @@ class TurnTracker:
         turn.add_audio(t, pcm, self.keep_audio)
 
     def _on_transcript_delta(self, event: dict[str, Any], t: float, pcm: bytes) -> None:
-        self._turn(event.get("response_id"), t).transcript += event.get("delta", "")
+        turn = self._turn(event.get("response_id"), t)
+        turn.first_text_t = t if turn.first_text_t is None else turn.first_text_t
+        turn.transcript += event.get("delta", "")
 
     def _on_response_done(self, event: dict[str, Any], t: float, pcm: bytes) -> None:
         response = event.get("response", {})
