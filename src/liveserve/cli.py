@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
+from liveserve.bench.replay.command import add_replay_arguments
 from liveserve.config import load_config
 from liveserve.config_reader import ConfigError
 
@@ -61,6 +62,13 @@ def _parser() -> argparse.ArgumentParser:
     engine.add_argument("--batch-sizes", default="1,16,64")
     engine.add_argument("--json", type=Path, help="also write the result here")
     engine.set_defaults(handler=_cmd_bench_engine)
+    replay = bench.add_parser("replay", help="replay a workload over /v1/realtime and measure it")
+    add_replay_arguments(replay)
+    replay.set_defaults(handler=_cmd_bench_replay)
+    sweep = bench.add_parser("sweep", help="replay at every point of a grid; results JSON, table and plots")
+    sweep.add_argument("--spec", type=Path, required=True, help="the sweep's YAML spec")
+    sweep.add_argument("--out", type=Path, required=True, help="directory for results.json, results.md and plots")
+    sweep.set_defaults(handler=_cmd_bench_sweep)
     return parser
 
 
@@ -123,6 +131,18 @@ def _cmd_bench_engine(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
     return 0
+
+
+def _cmd_bench_replay(args: argparse.Namespace) -> int:
+    from liveserve.bench.replay.command import run_replay_command
+
+    return run_replay_command(args)
+
+
+def _cmd_bench_sweep(args: argparse.Namespace) -> int:
+    from liveserve.bench.replay.command import run_sweep_command
+
+    return run_sweep_command(args.spec, args.out)
 
 
 if __name__ == "__main__":

@@ -66,12 +66,21 @@ def default_config_path() -> Path:
 def load_config(path: str | Path | None = None) -> LiveServeConfig:
     """Read and validate a YAML config; every problem is a ConfigError naming the field."""
     source = Path(path) if path is not None else default_config_path()
+    return parse_config(read_config_data(source), source)
+
+
+def read_config_data(source: Path) -> object:
+    """The YAML document at `source`, not yet validated."""
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        return yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {source}") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read config {source}: {exc}") from None
+
+
+def parse_config(data: object, source: Path) -> LiveServeConfig:
+    """Validate a config already read from YAML (`source` names where it came from)."""
     root = Section(data, "")
     config = _read(root, source)
     root.finish()

@@ -5,17 +5,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import wave
 from pathlib import Path
 
 import numpy as np
 import websockets
 import yaml
+
+from liveserve.bench.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "audio"
@@ -35,48 +33,6 @@ def small_config(tmp_dir: Path, **server) -> Path:
     path = tmp_dir / "server.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-class ServerProcess:
-    def __init__(self, config: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "liveserve.cli", "serve", "--config", str(config), "--port", str(self.port),
-             "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._wait_ready()
-
-    def _wait_ready(self, timeout_s: float = 90) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stdout.read()}")
-            try:
-                self.get("/health")
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError("server did not start")
-
-    def get(self, path: str) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
-            return response.read().decode()
-
-    def metric(self, name: str, **labels) -> float:
-        wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
-        for line in self.get("/metrics").splitlines():
-            if line.startswith(wanted + " "):
-                return float(line.split()[-1])
-        raise KeyError(wanted)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 class Client:

@@ -1,0 +1,116 @@
+"""The `liveserve bench replay` command line: flags -> ReplayOptions, result -> summary and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from liveserve.bench.replay.options import DATASETS, ReplayOptions
+from liveserve.bench.replay.presets import PRESETS
+from liveserve.bench.server_process import ServerStartError
+from liveserve.bench.speech import SpeechError
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    server = parser.add_argument_group("server (a running one, or a fresh one per run)")
+    server.add_argument("--url", help="realtime URL of a running server on loopback, e.g. ws://127.0.0.1:8000/v1/realtime")
+    server.add_argument("--config", type=Path, help="start a fresh server from this YAML (default: the embedded default)")
+    server.add_argument("--policy", default="fcfs-nooffload", choices=list(PRESETS), help="policy preset of that server")
+    workload = parser.add_argument_group("workload")
+    workload.add_argument("--dataset", default="random", choices=DATASETS)
+    workload.add_argument("--dataset-path", type=Path, help="the dataset file, as published")
+    workload.add_argument("--num-requests", type=int, default=200, help="requests (interactive: sessions)")
+    workload.add_argument("--seed", type=int, default=0)
+    workload.add_argument("--random-input-len", type=int, default=64, help="random dataset: prompt tokens")
+    workload.add_argument("--random-output-len", type=int, default=32, help="random dataset: reply tokens")
+    workload.add_argument("--random-range-ratio", type=float, default=0.0,
+                          help="random dataset: lengths uniform within +- this fraction")
+    workload.add_argument("--model-filter", help="burstgpt: keep rows of this Model only")
+    workload.add_argument("--prompt-audio", action="store_true", help="speak prompts (eSpeak NG, cached) instead of text")
+    arrivals = parser.add_argument_group("arrivals")
+    arrivals.add_argument("--request-rate", type=float, default=math.inf, help="requests per second (inf: all at once)")
+    arrivals.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of inter-arrivals (1: Poisson)")
+    arrivals.add_argument("--max-concurrency", type=int, help="sessions in flight at most")
+    arrivals.add_argument("--trace-arrivals", action="store_true", help="replay the trace's timestamps")
+    arrivals.add_argument("--time-scale", type=float, default=1.0, help="trace time multiplier (0.5: twice as fast)")
+    client = parser.add_argument_group("client")
+    client.add_argument("--barge-in-prob", type=float, default=0.0, help="probability that the user speaks over a reply")
+    client.add_argument("--audio-ms-per-token", type=float, help="reply audio per text token (needed with --url)")
+    client.add_argument("--request-timeout", type=float, default=600.0, help="seconds to wait for one reply")
+    parser.add_argument("--result-json", type=Path, help="write the result object here")
+
+
+def options_from_args(args: argparse.Namespace) -> ReplayOptions:
+    return ReplayOptions(
+        dataset=args.dataset, dataset_path=args.dataset_path, num_requests=args.num_requests, seed=args.seed,
+        random_input_len=args.random_input_len, random_output_len=args.random_output_len,
+        random_range_ratio=args.random_range_ratio,
+        request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+        trace_arrivals=args.trace_arrivals, time_scale=args.time_scale, model_filter=args.model_filter,
+        prompt_audio=args.prompt_audio, barge_in_prob=args.barge_in_prob, url=args.url, config=args.config,
+        policy=args.policy, request_timeout_s=args.request_timeout, audio_ms_per_token=args.audio_ms_per_token,
+    )
+
+
+def run_replay_command(args: argparse.Namespace) -> int:
+    """Exit status: 0 when every request was served, 1 when some failed, 2 for a bad
+    option, workload, preset or a server that would not start (one line on stderr)."""
+    from liveserve.bench.replay.run import run_replay
+
+    try:
+        result = run_replay(options_from_args(args))
+    except (ValueError, ServerStartError, SpeechError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_summary(result))
+    if args.result_json is not None:
+        write_json(args.result_json, result)
+    return 0 if result["num_failed"] == 0 else 1
+
+
+def run_sweep_command(spec_path: Path, out_dir: Path) -> int:
+    """Exit status: 0 when every point ran, 1 when some failed, 2 for a bad spec or a point
+    that cannot run in this build (checked before the first runs)."""
+    from liveserve.bench.replay.run import check_replay, run_replay
+    from liveserve.bench.sweep import load_sweep_spec, run_sweep
+
+    try:
+        records = run_sweep(load_sweep_spec(spec_path), out_dir, run_replay, check_replay)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(records)} points -> {out_dir / 'results.md'}", file=sys.stderr)
+    return 0 if all(record["error"] is None for record in records) else 1
+
+
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, allow_nan=False))
+    print(f"result written to {path}", file=sys.stderr)
+
+
+def format_summary(result: dict[str, Any]) -> str:
+    """The headline figures, one per line, as `vllm bench serve` prints them."""
+    rows = [
+        ("Requests (completed / failed)", f"{result['num_completed']} / {result['num_failed']}"),
+        ("Completed requests/s", _num(result["completed_rps"], 3)),
+    ]
+    for key, label in (("audio_ttfp_ms", "Audio TTFP (ms)"), ("text_ttft_ms", "Text TTFT (ms)"),
+                       ("audio_rtf", "Audio RTF"), ("e2e_ms", "E2E latency (ms)")):
+        figures = result[key]
+        rows.append((f"{label} mean / p50 / p90 / p99",
+                     " / ".join(_num(figures[p], 3 if key == "audio_rtf" else 1) for p in ("mean", "p50", "p90", "p99"))))
+    continuity = result["continuity"]
+    rows.append(("Continuity ok (<= 100 ms)", _num(result["continuity_ok_rate"], 3)))
+    rows.append(("C50 / C100 / C200", " / ".join(_num(continuity[c], 3) for c in ("c50", "c100", "c200"))))
+    rows.append(("Wasted-token ratio", _num(result["wasted_token_ratio"], 3)))
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _num(value: Any, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"

@@ -1,0 +1,89 @@
+"""Policy presets: which scheduler and KV residency a benchmarked server runs with.
+
+A preset is a set of config overrides applied to every stage it concerns. Whether this
+build has a preset's components is decided by the config loader itself: the derived
+config must validate (an unknown scheduling policy or KV field is refused there), so
+a preset needing a component that does not exist yet is reported, never run as
+something else.
+
+| preset | scheduler | KV offload | preload |
+|---|---|---|---|
+| `fcfs-nooffload` | fcfs | none: pressure preempts and recomputes (vLLM-Omni without offload) | - |
+| `fcfs-lru` | fcfs | host tier, LRU eviction (vLLM-Omni with offload) | off |
+| `liveserve` | urgency | host tier, next-use eviction | on |
+| `liveserve-fcfs` | fcfs | host tier, next-use eviction | on |
+| `liveserve-lru` | urgency | host tier, LRU eviction | on |
+| `liveserve-nopreload` | urgency | host tier, next-use eviction | off |
+| `liveserve-nooffload` | urgency | none | - |
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+from liveserve.config import LiveServeConfig, parse_config
+from liveserve.config_reader import ConfigError
+
+SCHEDULED_STAGES = ("encoder", "thinker", "talker", "vocoder")
+KV_STAGES = ("thinker", "talker")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    scheduler: str
+    eviction: str | None = None
+    preload: bool = False
+
+    def apply(self, data: dict) -> dict:
+        """A copy of the raw config `data` with this preset's overrides."""
+        derived = copy.deepcopy(data)
+        stages = derived.setdefault("stages", {})
+        for kind in SCHEDULED_STAGES:
+            stages.setdefault(kind, {}).setdefault("scheduler", {})["policy"] = self.scheduler
+        if self.eviction is not None:
+            for kind in KV_STAGES:
+                stages[kind].setdefault("kv", {}).update(eviction=self.eviction, preload=self.preload)
+        return derived
+
+    @property
+    def components(self) -> str:
+        offload = "no KV offload" if self.eviction is None else f"{self.eviction} KV eviction"
+        return f"{self.scheduler} scheduling, {offload}" + (", preload" if self.preload else "")
+
+
+PRESETS = {
+    preset.name: preset
+    for preset in (
+        Preset("fcfs-nooffload", "fcfs"),
+        Preset("fcfs-lru", "fcfs", "lru"),
+        Preset("liveserve", "urgency", "next_use", preload=True),
+        Preset("liveserve-fcfs", "fcfs", "next_use", preload=True),
+        Preset("liveserve-lru", "urgency", "lru", preload=True),
+        Preset("liveserve-nopreload", "urgency", "next_use"),
+        Preset("liveserve-nooffload", "urgency"),
+    )
+}
+
+
+class PresetUnavailable(ValueError):
+    """A preset that is unknown, or whose components this build does not have."""
+
+
+def derive_config(name: str, data: object, source: Path) -> tuple[dict, LiveServeConfig]:
+    """The raw and validated config of preset `name` applied to raw config `data`."""
+    preset = PRESETS.get(name)
+    if preset is None:
+        raise PresetUnavailable(f"unknown policy preset {name!r}; presets: {', '.join(PRESETS)}")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    derived = preset.apply(data)
+    try:
+        return derived, parse_config(derived, source)
+    except ConfigError as exc:
+        raise PresetUnavailable(
+            f"policy preset {name!r} ({preset.components}) is not available in this build: "
+            f"the server refuses its config ({exc})"
+        ) from None

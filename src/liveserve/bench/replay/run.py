@@ -1,0 +1,136 @@
+"""`liveserve bench replay`: one replay of a workload against a server, end to end over /v1/realtime."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import yaml
+
+from liveserve.bench.arrivals import dispatch
+from liveserve.bench.metrics import RequestMetrics
+from liveserve.bench.replay.options import ReplayOptions
+from liveserve.bench.replay.plan import PlannedSession, PlannedTurn, load_requests, plan_sessions
+from liveserve.bench.replay.presets import PRESETS, derive_config
+from liveserve.bench.replay.server_figures import kv_figures
+from liveserve.bench.replay.session_runner import SessionSetup, run_session
+from liveserve.bench.result_json import build_result
+from liveserve.bench.server_process import ServerProcess
+from liveserve.bench.workloads import WorkloadRequest
+from liveserve.config import LiveServeConfig, default_config_path, read_config_data
+from liveserve.config_reader import ConfigError
+from liveserve.realtime_client.audio import load_pcm16
+from liveserve.realtime_client.command import DEFAULT_BARGE_IN_WAV
+from stages.models.tokenizer import TextTokenizer
+
+WARMUP = WorkloadRequest("warmup", " Hello there.", 3, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The server a replay talks to, and what it needs to know about it."""
+
+    url: str
+    audio_ms_per_token: float | None
+    metrics: Callable[[], dict[str, float]] | None  # None: a server we did not start
+    description: dict[str, Any]
+
+
+def run_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> dict[str, Any]:
+    """Replay the workload and return the result object (see `liveserve.bench.result_json`)."""
+    requests = load_requests(options, TextTokenizer.default())
+    if not requests:
+        raise ConfigError(f"the workload has no requests ({options.dataset} {options.dataset_path or ''})")
+    with _target(options) as target:
+        ms_per_token = options.audio_ms_per_token or target.audio_ms_per_token
+        if ms_per_token is None:
+            raise ConfigError("audio_ms_per_token is needed with url (the reply audio per text token, in ms)")
+        sessions = plan_sessions(requests, options, ms_per_token)
+        setup = _setup(options, target.url, requests, log)
+        asyncio.run(_warm_up(setup))
+        before = target.metrics() if target.metrics else {}
+        started = time.monotonic()
+        measured = asyncio.run(_replay(sessions, setup, options.max_concurrency, log))
+        duration_s = time.monotonic() - started
+        after = target.metrics() if target.metrics else {}
+    config = {**_options_json(options), **target.description, "num_sessions": len(sessions),
+              "audio_ms_per_token": ms_per_token}
+    return build_result(measured, duration_s, kv_figures(before, after), config)
+
+
+def check_replay(options: ReplayOptions) -> None:
+    """Fail now, not mid-sweep, on a preset this build lacks or a dataset file that is not there."""
+    if options.dataset_path is not None and not options.dataset_path.is_file():
+        raise ConfigError(f"dataset_path: no such file: {options.dataset_path}")
+    if options.starts_server:
+        source = options.config or default_config_path()
+        derive_config(options.policy, read_config_data(source), source)
+
+
+@contextlib.contextmanager
+def _target(options: ReplayOptions) -> Iterator[Target]:
+    if not options.starts_server:
+        yield Target(options.url, None, None, {"server": options.url})
+        return
+    source = options.config or default_config_path()
+    raw, config = derive_config(options.policy, read_config_data(source), source)
+    with tempfile.TemporaryDirectory(prefix="liveserve-replay-") as tmp:
+        path = Path(tmp) / "server.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        with ServerProcess(path) as server:
+            description = {"server_config": str(source), "preset": PRESETS[options.policy].components}
+            yield Target(server.url, audio_ms_per_token(config), server.metrics, description)
+
+
+def audio_ms_per_token(config: LiveServeConfig) -> float:
+    """Reply audio per thinker text token: frames per token x the vocoder's frame duration."""
+    vocoder = config.pipeline.vocoder.model
+    return config.pipeline.talker.model.frames_per_token * vocoder.samples_per_frame * 1000 / vocoder.sample_rate
+
+
+def _setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], log: TextIO) -> SessionSetup:
+    barge_in = load_pcm16(DEFAULT_BARGE_IN_WAV) if options.barge_in_prob > 0 else np.zeros(0, np.int16)
+    speech = None
+    if options.prompt_audio:
+        from liveserve.bench.speech import SpeechCache
+
+        cache = SpeechCache()
+        prompts = sorted({r.prompt for r in requests} | {WARMUP.prompt})
+        print(f"synthesizing {len(prompts)} spoken prompts (cached in {cache.directory})", file=log)
+        speech = {prompt: cache.speech(prompt) for prompt in prompts}.__getitem__
+    return SessionSetup(url, barge_in, speech, options.ack_interval_s, options.request_timeout_s)
+
+
+async def _warm_up(setup: SessionSetup) -> None:
+    """One short request first, not measured: the server's first turn pays one-off start-up costs."""
+    result, = await run_session(PlannedSession((PlannedTurn(WARMUP),), 0.0), setup)
+    if result.is_failed:
+        raise RuntimeError(f"the warm-up request failed ({result.status}); is the server healthy?")
+
+
+async def _replay(sessions: list[PlannedSession], setup: SessionSetup, max_concurrency: int | None,
+                  log: TextIO) -> list[RequestMetrics]:
+    done = 0
+
+    async def replay_one(index: int) -> list[RequestMetrics]:
+        nonlocal done
+        measured = await run_session(sessions[index], setup)
+        done += 1
+        if done == len(sessions) or done % max(1, len(sessions) // 10) == 0:
+            print(f"[{done}/{len(sessions)} sessions]", file=log, flush=True)
+        return measured
+
+    per_session = await dispatch([s.start_s for s in sessions], replay_one, max_concurrency)
+    return [metrics for session in per_session for metrics in session]
+
+
+def _options_json(options: ReplayOptions) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}

@@ -1,0 +1,68 @@
+"""The server's own figures for a replay, from /metrics scraped before and after it.
+
+Each `kv` field of the result is read from the Prometheus sample(s) below; a field
+whose metric this server does not export is null. Counters are differences over the
+run; `peak_device_blocks` is the high-water mark the server reports at the end.
+
+| field | metric |
+|---|---|
+| `reload_ms_on_path` | `liveserve_kv_reload_seconds_total{path="critical"}` x 1000 |
+| `reload_ms_off_path` | `liveserve_kv_reload_seconds_total{path="background"}` x 1000 |
+| `preload_hits` | `liveserve_kv_preloads_total{outcome="hit"}` |
+| `preload_cancelled` | `liveserve_kv_preloads_total{outcome="cancelled"}` |
+| `evictions` | `liveserve_kv_evictions_total`, all labels |
+| `peak_device_blocks` | `liveserve_kv_blocks_peak`, summed over stages |
+| `preemptions` | `liveserve_stage_preemptions`, summed over stages |
+| `unheard_units` | `liveserve_unheard_units_total` by stage |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+COUNTERS = {
+    "reload_ms_on_path": ("liveserve_kv_reload_seconds_total", {"path": "critical"}, 1000.0),
+    "reload_ms_off_path": ("liveserve_kv_reload_seconds_total", {"path": "background"}, 1000.0),
+    "preload_hits": ("liveserve_kv_preloads_total", {"outcome": "hit"}, 1.0),
+    "preload_cancelled": ("liveserve_kv_preloads_total", {"outcome": "cancelled"}, 1.0),
+    "evictions": ("liveserve_kv_evictions_total", {}, 1.0),
+    "preemptions": ("liveserve_stage_preemptions", {}, 1.0),
+}
+PEAK_BLOCKS = "liveserve_kv_blocks_peak"
+UNHEARD = "liveserve_unheard_units_total"
+
+
+def kv_figures(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
+    """The result's `kv` object from two scrapes (`ServerProcess.metrics()` form)."""
+    figures = {}
+    for field, (name, labels, scale) in COUNTERS.items():
+        end = total(after, name, labels)
+        figures[field] = None if end is None else scale * (end - (total(before, name, labels) or 0.0))
+    figures["peak_device_blocks"] = total(after, PEAK_BLOCKS, {})
+    figures["unheard_units"] = {
+        stage: total(after, UNHEARD, {"stage": stage}) - (total(before, UNHEARD, {"stage": stage}) or 0.0)
+        for stage in _label_values(after, UNHEARD, "stage")
+    }
+    return figures
+
+
+def total(samples: Mapping[str, float], name: str, labels: Mapping[str, str]) -> float | None:
+    """Sum of the samples of `name` carrying `labels` (and any others); None if there are none."""
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    values = [value for key, value in samples.items()
+              if _name(key) == name and all(label in _labels(key) for label in wanted)]
+    return sum(values) if values else None
+
+
+def _name(key: str) -> str:
+    return key.split("{", 1)[0]
+
+
+def _labels(key: str) -> list[str]:
+    return key.split("{", 1)[1].rstrip("}").split(",") if "{" in key else []
+
+
+def _label_values(samples: Mapping[str, float], name: str, label: str) -> list[str]:
+    prefix = f'{label}="'
+    return sorted({part[len(prefix):-1] for key in samples if _name(key) == name
+                   for part in _labels(key) if part.startswith(prefix)})

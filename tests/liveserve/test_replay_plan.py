@@ -1,0 +1,130 @@
+"""Replay planning, options, presets and server figures: pure logic, no server."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from liveserve.bench.replay.options import ReplayOptions
+from liveserve.bench.replay.plan import load_requests, plan_sessions
+from liveserve.bench.replay.presets import PRESETS, PresetUnavailable, derive_config
+from liveserve.bench.replay.server_figures import kv_figures
+from liveserve.bench.workloads import WorkloadRequest
+from liveserve.config import default_config_path, read_config_data
+from stages.models.tokenizer import TextTokenizer
+
+TOKENIZER = TextTokenizer.default()
+
+
+def requests(n: int, session_of=lambda i: None, **fields) -> list[WorkloadRequest]:
+    return [WorkloadRequest(f"r{i}", "hi", 1, 10 * (i + 1), session_id=session_of(i), turn=i, **fields)
+            for i in range(n)]
+
+
+def test_random_requests_have_exact_lengths_within_the_range():
+    options = ReplayOptions(num_requests=50, random_input_len=20, random_output_len=40, random_range_ratio=0.5)
+    loaded = load_requests(options, TOKENIZER)
+    assert len(loaded) == 50
+    assert all(10 <= r.prompt_tokens <= 30 and 20 <= r.response_tokens <= 60 for r in loaded)
+    assert all(len(TOKENIZER.encode_literal(r.prompt)) == r.prompt_tokens for r in loaded)
+    assert len({r.response_tokens for r in loaded}) > 5
+    assert load_requests(options, TOKENIZER) == loaded  # same seed, same workload
+
+
+def test_fixed_random_lengths_without_a_range():
+    loaded = load_requests(ReplayOptions(num_requests=3, random_input_len=7, random_output_len=9), TOKENIZER)
+    assert {(r.prompt_tokens, r.response_tokens) for r in loaded} == {(7, 9)}
+
+
+def test_each_request_is_its_own_session_released_at_gamma_arrivals():
+    sessions = plan_sessions(requests(4), ReplayOptions(request_rate=2.0, seed=1), audio_ms_per_token=240)
+    assert [len(s.turns) for s in sessions] == [1, 1, 1, 1]
+    starts = [s.start_s for s in sessions]
+    assert starts == sorted(starts) and starts[-1] == pytest.approx(4 / 2.0)  # vLLM rescales to n / rate
+
+
+def test_infinite_rate_releases_everything_at_once():
+    sessions = plan_sessions(requests(3), ReplayOptions(), audio_ms_per_token=240)
+    assert [s.start_s for s in sessions] == [0.0, 0.0, 0.0]
+
+
+def test_turns_of_a_session_share_one_connection_in_turn_order():
+    reqs = requests(4, session_of=lambda i: "ab"[i % 2])
+    reqs.reverse()
+    sessions = plan_sessions(reqs, ReplayOptions(), audio_ms_per_token=240)
+    assert [[t.request.request_id for t in s.turns] for s in sessions] == [["r1", "r3"], ["r0", "r2"]]
+
+
+def test_trace_arrivals_start_sessions_at_their_first_timestamp(tmp_path):
+    reqs = [WorkloadRequest("a", "x", 1, 1, arrival_s=3.0), WorkloadRequest("b", "x", 1, 1, arrival_s=1.0)]
+    options = ReplayOptions(dataset="burstgpt", dataset_path=tmp_path / "t.csv", trace_arrivals=True)
+    sessions = plan_sessions(reqs, options, audio_ms_per_token=240)
+    assert [(s.turns[0].request.request_id, s.start_s) for s in sessions] == [("b", 1.0), ("a", 3.0)]
+
+
+def test_barge_ins_follow_the_probability_and_cut_from_reply_durations():
+    reqs = requests(400)
+    durations = {10 * (i + 1) * 100.0 for i in range(400)}  # response_tokens * 100 ms per token
+    never = plan_sessions(reqs, ReplayOptions(barge_in_prob=0.0), audio_ms_per_token=100)
+    always = plan_sessions(reqs, ReplayOptions(barge_in_prob=1.0), audio_ms_per_token=100)
+    half = plan_sessions(reqs, ReplayOptions(barge_in_prob=0.5), audio_ms_per_token=100)
+    assert all(s.turns[0].barge_in_after_ms is None for s in never)
+    cuts = [s.turns[0].barge_in_after_ms for s in always]
+    assert set(cuts) <= durations and len(set(cuts)) > 100
+    interrupted = sum(s.turns[0].barge_in_after_ms is not None for s in half)
+    assert 160 <= interrupted <= 240
+    # the same draws: an interrupted request gets the cut it would get at probability 1
+    assert all(h.turns[0].barge_in_after_ms in (None, a.turns[0].barge_in_after_ms) for h, a in zip(half, always))
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"dataset": "sharegpt"}, "dataset_path is required"),
+    ({"dataset": "nope"}, "dataset must be one of"),
+    ({"trace_arrivals": True}, "trace_arrivals needs a dataset with timestamps"),
+    ({"num_requests": 0}, "num_requests must be a positive integer"),
+    ({"request_rate": -1.0}, "request_rate must be a positive number or inf"),
+    ({"time_scale": math.inf}, "time_scale must be a positive number, got inf"),
+    ({"barge_in_prob": 1.5}, "barge_in_prob must be in"),
+    ({"random_range_ratio": 1.0}, "random_range_ratio must be in"),
+    ({"url": "ws://example.com/v1/realtime"}, "loopback"),
+    ({"url": "ws://127.0.0.1:1/v1/realtime", "config": Path("x.yaml")}, "not both"),
+])
+def test_bad_options_name_the_field(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ReplayOptions(**fields)
+
+
+def test_presets_override_every_stage_and_validate_through_the_server_config():
+    source = default_config_path()
+    raw, config = derive_config("fcfs-nooffload", read_config_data(source), source)
+    assert {raw["stages"][s]["scheduler"]["policy"] for s in ("encoder", "thinker", "talker", "vocoder")} == {"fcfs"}
+    assert config.pipeline.thinker.scheduler.policy == "fcfs"
+    offloading = PRESETS["fcfs-lru"].apply(raw)
+    assert offloading["stages"]["thinker"]["kv"]["eviction"] == "lru"
+    assert "eviction" not in raw["stages"]["thinker"]["kv"]  # the input is not modified
+
+
+def test_a_preset_this_build_lacks_says_which_component():
+    source = default_config_path()
+    with pytest.raises(PresetUnavailable, match=r"'liveserve' \(urgency scheduling.*not available.*urgency"):
+        derive_config("liveserve", read_config_data(source), source)
+    with pytest.raises(PresetUnavailable, match="unknown policy preset 'lifo'"):
+        derive_config("lifo", read_config_data(source), source)
+
+
+def test_kv_figures_are_differences_of_what_the_server_exports():
+    before = {'liveserve_stage_preemptions{stage="thinker"}': 2.0, 'liveserve_stage_preemptions{stage="talker"}': 1.0,
+              'liveserve_unheard_units_total{stage="talker"}': 10.0}
+    after = {'liveserve_stage_preemptions{stage="thinker"}': 5.0, 'liveserve_stage_preemptions{stage="talker"}': 1.0,
+             'liveserve_unheard_units_total{stage="talker"}': 40.0,
+             'liveserve_kv_reload_seconds_total{path="critical"}': 0.25,
+             'liveserve_kv_reload_seconds_total{path="background"}': 1.5,
+             'liveserve_kv_blocks_peak{stage="thinker"}': 30.0, 'liveserve_kv_blocks_peak{stage="talker"}': 12.0}
+    figures = kv_figures(before, after)
+    assert figures["preemptions"] == 3.0
+    assert figures["reload_ms_on_path"] == pytest.approx(250.0) and figures["reload_ms_off_path"] == pytest.approx(1500.0)
+    assert figures["peak_device_blocks"] == 42.0
+    assert figures["unheard_units"] == {"talker": 30.0}
+    assert figures["preload_hits"] is None and figures["evictions"] is None  # not exported
