@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
 from stages.plan import RunnerOutput, StageOutput
@@ -31,6 +31,7 @@ class StageStatus:
     kv_blocks_peak: int
     last_batch_size: int
     is_idle: bool
+    policy_counters: dict[str, int] = field(default_factory=dict)  # cumulative, named by the policy
 
 
 @dataclass
@@ -146,6 +147,7 @@ class StageEngine:
             kv_blocks_peak=kv.peak_used_blocks if kv else 0,
             last_batch_size=self.stats.last_batch_size,
             is_idle=self._is_idle,
+            policy_counters=self.scheduler.policy.counters,
         )
 
     def run(self) -> None:

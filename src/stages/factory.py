@@ -11,6 +11,7 @@ import torch
 from kvtier import KVCacheManager, KVPoolConfig
 from stages.config import SchedulerConfig
 from stages.engine import StageEngine
+from stages.interaction import InteractionView
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM
@@ -72,7 +73,9 @@ def decoder_of(spec: StageSpec) -> DecoderConfig:
     return spec.model.decoder if isinstance(spec.model, TalkerConfig) else spec.model
 
 
-def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float]) -> StageEngine:
+def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
+                 view: InteractionView | None = None) -> StageEngine:
+    """The stage's engine; its scheduler reads playback telemetry from `view` (None: none)."""
     model = build_model(spec)
     kv = None
     if spec.kv is not None:
@@ -86,4 +89,4 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
         runner = runner(model)
     else:
         runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv)
-    return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock), runner, emit)
+    return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view), runner, emit)

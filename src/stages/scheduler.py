@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from kvtier import KVCacheManager
 from stages.config import SchedulerConfig
+from stages.interaction import InteractionView
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan, StageOutput
 from stages.policies import make_policy
 from stages.requests.base import RequestStatus, StageRequest
@@ -14,22 +15,26 @@ from stages.requests.base import RequestStatus, StageRequest
 class Scheduler:
     """Decides each round which positions of which requests run.
 
-    A round walks the admitted (RUNNING) requests that have pending work in policy
-    order, then the WAITING ones, giving each as many pending positions as the token
-    budget allows (long prefills are chunked) until `max_num_batched_tokens` or
-    `max_num_seqs` is reached. KV is reserved before a chunk is planned (ask, then
-    commit). When the pool runs dry, residents with no pending work are preempted
-    first, least recently scheduled first; a running request may also preempt the
-    least urgent running request not planned this round; a waiting request may
-    preempt idle residents only. Preemption frees the KV and sends the request back
-    to WAITING for recomputation. A request that could never fit the pool fails.
+    A round stamps `ready_since` on requests that just got pending work, asks the
+    policy which ready requests to serve and in what order (it may hold some back),
+    and walks that order giving each as many pending positions as the token budget
+    allows (long prefills are chunked) until `max_num_batched_tokens` or
+    `max_num_seqs` is reached; the order alone decides whether admitted (RUNNING)
+    requests go before WAITING ones. KV is reserved before a chunk is planned (ask,
+    then commit). When the pool runs dry, residents with no pending work are
+    preempted first, least recently scheduled first; a running request may also
+    preempt a running request not planned this round, held ones first, then from the
+    end of the order; a waiting request may preempt idle residents only. Preemption
+    frees the KV and sends the request back to WAITING for recomputation. A request
+    that could never fit the pool fails.
     """
 
-    def __init__(self, config: SchedulerConfig, kv: KVCacheManager | None, clock: Callable[[], float]) -> None:
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager | None, clock: Callable[[], float],
+                 view: InteractionView | None = None) -> None:
         self.config = config
         self.kv = kv
         self.clock = clock
-        self.policy = make_policy(config.policy)
+        self.policy = make_policy(config, view, kv)
         self.requests: dict[str, StageRequest] = {}
         self._outputs: list[StageOutput] = []
         self.num_preemptions = 0
@@ -56,15 +61,14 @@ class Scheduler:
         return sum(r.num_pending > 0 for r in self.requests.values())
 
     def schedule(self) -> SchedulerPlan:
-        self._reap_finished()
         now = self.clock()
-        ready = [r for r in self.requests.values() if r.num_pending > 0]
-        ordered = self.policy.order(ready, now)
         plan = SchedulerPlan()
+        ready = self._scan(now)
+        if not ready:
+            return plan
+        ordered = self.policy.order(ready, now)
         budget = self.config.max_num_batched_tokens
-        for request in [r for r in ordered if r.status is RequestStatus.RUNNING] + [
-            r for r in ordered if r.status is RequestStatus.WAITING
-        ]:
+        for request in ordered:
             if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
                 break
             chunk = self._plan_chunk(request, budget, ordered, plan)
@@ -74,6 +78,21 @@ class Scheduler:
                 request.status = RequestStatus.RUNNING
                 request.last_scheduled_time = now
         return plan
+
+    def _scan(self, now: float) -> list[StageRequest]:
+        """Reap finished requests and return those with pending work; any that just got some is ready since `now`."""
+        ready, finished = [], []
+        for request in self.requests.values():
+            if request.is_finished:
+                finished.append(request)
+            elif request.num_pending > 0:
+                if request.ready_since is None:
+                    request.ready_since = now
+                ready.append(request)
+            else:
+                request.ready_since = None
+        self._reap(finished)
+        return ready
 
     def _plan_chunk(
         self, request: StageRequest, budget: int, ordered: list[StageRequest], plan: SchedulerPlan
@@ -112,8 +131,10 @@ class Scheduler:
             if r.status is RequestStatus.RUNNING and r.request_id not in planned and self.kv.num_blocks_held(r.request_id)
         }
         candidates = sorted((r for r in holders.values() if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
-        if request.status is RequestStatus.RUNNING:
-            candidates += [r for r in reversed(ordered) if r.request_id in holders and r.num_pending > 0]
+        if request.status is RequestStatus.RUNNING:  # then active ones: held first, then from the end of the order
+            rank = {r.request_id: i for i, r in enumerate(ordered)}
+            active = [r for r in holders.values() if r.num_pending > 0]
+            candidates += sorted(active, key=lambda r: rank.get(r.request_id, len(rank)), reverse=True)
         victims, freed = [], 0
         for victim in candidates:
             if freed >= shortfall:
@@ -136,21 +157,30 @@ class Scheduler:
             self.kv.free(request.request_id)
         request.status = RequestStatus.FINISHED
 
-    def _reap_finished(self) -> None:
-        for request in [r for r in self.requests.values() if r.is_finished]:
+    def _reap(self, finished: list[StageRequest]) -> None:
+        for request in finished:
             self._remove(request)
             self._outputs.append(StageOutput(request.request_id, is_finished=True))
 
     def update_from_output(self, plan: SchedulerPlan, output: RunnerOutput) -> list[StageOutput]:
-        """Commit each chunk's result; emit payloads and finished requests."""
+        """Commit each chunk's result; emit payloads and finished requests.
+
+        Only a committed chunk can finish a request here: commands that end one are
+        applied between steps, and the next `schedule` reaps what they finished.
+        """
+        finished = []
         for chunk in plan.chunks:
             request = chunk.request
             if request.request_id not in self.requests:
                 continue
             payload = request.advance(chunk.num_tokens, output.results.get(request.request_id))
+            if request.num_pending == 0:
+                request.ready_since = None
             if payload is not None:
                 self._outputs.append(StageOutput(request.request_id, payload))
-        self._reap_finished()
+            if request.is_finished:
+                finished.append(request)
+        self._reap(finished)
         outputs, self._outputs = self._outputs, []
         return outputs
 

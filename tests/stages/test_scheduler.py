@@ -1,6 +1,7 @@
 import threading
 
 import torch
+from scheduler_harness import BLOCK, FakeClock, FakeRunner, chunks_of, make_kv, make_scheduler, step, thinker
 
 from kvtier import KVCacheManager, KVPoolConfig
 from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
@@ -11,87 +12,8 @@ from stages.models.llama import LlamaForCausalLM
 from stages.models.weights import init_deterministic
 from stages.plan import RunnerOutput, SchedulerPlan
 from stages.requests import RequestStatus, TalkerRequest, ThinkerRequest, TurnInput
-from stages.runners.base import ModelRunner
 from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
-
-BLOCK = 4
-
-
-class FakeClock:
-    """Seconds that move only when a test sets `t`."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class FakeRunner(ModelRunner):
-    """Writes (request, position, token) into fake KV slots, reads the whole context back
-    from them and samples a token that is a function of that context.
-
-    Stale or foreign KV (a bookkeeping bug) fails an assertion, and recomputation after
-    preemption yields the same tokens only if the context really is the same.
-    """
-
-    def __init__(self, kv: KVCacheManager) -> None:
-        self.kv = kv
-        self.slots: dict[int, tuple[str, int, int]] = {}
-        self.positions: dict[str, list[int]] = {}
-
-    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
-        assert plan.chunks, "plans are never empty"
-        for chunk in plan.chunks:  # write every chunk first: overlapping slots would clobber each other
-            seq, request = chunk.request.request_id, chunk.request
-            assert self.kv.table(seq).num_tokens >= chunk.end, "KV reserved before the chunk runs"
-            for pos, slot in zip(range(chunk.start, chunk.end), self.kv.slot_ids(seq, chunk.start, chunk.end)):
-                self.slots[slot] = (seq, pos, request.token_ids[pos])
-            self.positions.setdefault(seq, []).extend(range(chunk.start, chunk.end))
-        results = {}
-        for chunk in plan.chunks:
-            seq, request = chunk.request.request_id, chunk.request
-            context = [self.slots[s] for s in self.kv.slot_ids(seq, 0, chunk.end)]
-            assert [(owner, pos) for owner, pos, _ in context] == [(seq, p) for p in range(chunk.end)]
-            if request.wants_sample(chunk.end):
-                token = 3 + sum((i + 1) * t for i, (_, _, t) in enumerate(context)) % 97
-                results[seq] = (token, torch.zeros(1))  # what ThinkerRunner returns: token, hidden
-        return RunnerOutput(results)
-
-
-def make_kv(num_blocks: int) -> KVCacheManager:
-    return KVCacheManager(KVPoolConfig(num_blocks=num_blocks, num_layers=1, num_kv_heads=1, head_dim=2,
-                                       block_size=BLOCK))
-
-
-def make_scheduler(num_blocks: int = 32, max_tokens: int = 64, max_seqs: int = 8, clock=None):
-    kv = make_kv(num_blocks)
-    scheduler = Scheduler(SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=max_tokens), kv,
-                          clock or FakeClock())
-    return scheduler, FakeRunner(kv), kv
-
-
-def thinker(rid: str, arrival: float, prompt: list[int], max_tokens: int | None, close: bool = True) -> ThinkerRequest:
-    """A thinker request with one turn; max_tokens None appends context without generating."""
-    request = ThinkerRequest(rid, arrival, stop_ids=frozenset(), max_position=1000)
-    sampling = None if max_tokens is None else SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    request.append(TurnInput(prompt, sampling=sampling), close=close)
-    return request
-
-
-def step(scheduler: Scheduler, runner: FakeRunner):
-    """One round: schedule, run, commit; integrity checked after planning and after committing."""
-    plan = scheduler.schedule()
-    scheduler.check_integrity()
-    output = runner.execute(plan) if plan.chunks else RunnerOutput({})
-    outputs = scheduler.update_from_output(plan, output)
-    scheduler.check_integrity()
-    return plan, outputs
-
-
-def chunks_of(plan: SchedulerPlan) -> list[tuple[str, int, int]]:
-    return [(c.request.request_id, c.start, c.num_tokens) for c in plan.chunks]
 
 
 def run_to_end(scheduler: Scheduler, runner: FakeRunner, max_steps: int = 200) -> dict[str, list]:
@@ -154,6 +76,16 @@ def test_max_num_seqs_caps_the_batch_in_arrival_order():
     plan, _ = step(scheduler, runner)
     assert [c.request.request_id for c in plan.chunks] == ["a", "b"]  # running requests keep their seats
     run_to_end(scheduler, runner)
+
+
+def test_fcfs_serves_admitted_requests_before_an_older_waiting_one():
+    scheduler, runner, _ = make_scheduler(max_seqs=1)
+    scheduler.add(thinker("new", 1.0, [1, 2], max_tokens=3))
+    step(scheduler, runner)  # new is admitted and decoding
+    scheduler.add(thinker("old", 0.0, [3, 4], max_tokens=3))  # arrived earlier, added later
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == [("new", 2, 1)]  # the admitted request keeps its seat
+    assert scheduler.requests["old"].status is RequestStatus.WAITING
 
 
 # ---------------------------------------------------------------- preemption

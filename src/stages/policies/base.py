@@ -1,46 +1,81 @@
-"""Scheduling policies: the order in which a stage serves ready requests."""
+"""Scheduling policies: which ready requests a stage serves each round, in what order."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from stages.requests.base import StageRequest
 
+if TYPE_CHECKING:
+    from kvtier import KVCacheManager
+    from stages.config import SchedulerConfig
+    from stages.interaction import InteractionView
+
 
 class SchedulingPolicy(ABC):
-    """Orders requests for one scheduling round.
+    """Chooses, every round, which ready requests one stage serves and in what order.
 
-    Contract: `order` returns the same requests, most urgent first, without mutating
-    them; it must be cheap (called every round). The scheduler admits in this order
-    and preempts from the end of it.
+    A policy is built once per scheduler with what it may consult: the stage's
+    `SchedulerConfig`, its `InteractionView` (None: no playback telemetry) and its
+    `KVCacheManager` (None: a stage without KV).
+
+    Contract:
+    - `order(requests, now)` gets the requests with pending work, each with
+      `ready_since` set, and returns the ones to serve this round, most urgent
+      first, each at most once, without mutating any. The scheduler admits in
+      exactly this order while its budgets last, and preempts from the end of it.
+    - A request left out is *held*: it is not served this round, keeps its state
+      (an admitted one keeps its KV, though it is the first active request to lose
+      it under preemption) and is offered again next round. A policy never holds
+      every request it is given: a stage with ready work never idles.
+    - `order` runs on the engine thread every round that has ready work: keep it cheap.
+    - `counters` are cumulative ints, cheap to read from any thread (possibly a
+      round stale); their names are the policy's own.
     """
+
+    def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
+                 kv: KVCacheManager | None = None) -> None:
+        self.config = config
+        self.view = view
+        self.kv = kv
 
     @abstractmethod
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
-        """Requests sorted most urgent first."""
+        """The requests to serve this round, most urgent first; the rest are held."""
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return {}
 
 
-_REGISTRY: dict[str, Callable[[], SchedulingPolicy]] = {}
+PolicyFactory = Callable[["SchedulerConfig", "InteractionView | None", "KVCacheManager | None"], SchedulingPolicy]
+_REGISTRY: dict[str, PolicyFactory] = {}
 
 
-def register_policy(name: str) -> Callable:
-    def wrap(factory: Callable[[], SchedulingPolicy]) -> Callable[[], SchedulingPolicy]:
+def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
+    def wrap(factory: PolicyFactory) -> PolicyFactory:
         _REGISTRY[name] = factory
         return factory
 
     return wrap
 
 
-def make_policy(name: str) -> SchedulingPolicy:
-    from stages.policies import fcfs  # noqa: F401  (registers itself)
+def _load() -> dict[str, PolicyFactory]:
+    from stages.policies import fcfs, urgency  # noqa: F401  (they register themselves)
 
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown scheduling policy {name!r}; choose from {sorted(_REGISTRY)}")
-    return _REGISTRY[name]()
+    return _REGISTRY
+
+
+def make_policy(config: SchedulerConfig, view: InteractionView | None = None,
+                kv: KVCacheManager | None = None) -> SchedulingPolicy:
+    """The policy `config.policy` names, for a stage with this telemetry and KV."""
+    registry = _load()
+    if config.policy not in registry:
+        raise ValueError(f"unknown scheduling policy {config.policy!r}; choose from {sorted(registry)}")
+    return registry[config.policy](config, view, kv)
 
 
 def policy_names() -> list[str]:
-    from stages.policies import fcfs  # noqa: F401
-
-    return sorted(_REGISTRY)
+    return sorted(_load())

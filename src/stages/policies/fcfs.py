@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stages.policies.base import SchedulingPolicy, register_policy
-from stages.requests.base import StageRequest
+from stages.requests.base import RequestStatus, StageRequest
 
 
 @register_policy("fcfs")
 class FCFSPolicy(SchedulingPolicy):
-    """Oldest arrival first."""
+    """Admitted requests first, then waiting ones; each group oldest arrival first. Holds nothing.
+
+    Serving admitted requests first keeps a preempted or new request from taking the
+    free blocks that running ones are about to grow into (preemption churn).
+    """
 
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
-        return sorted(requests, key=lambda r: r.arrival_time)
+        return sorted(requests, key=lambda r: (r.status is RequestStatus.WAITING, r.arrival_time))

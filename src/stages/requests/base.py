@@ -27,7 +27,10 @@ class StageRequest(ABC):
     - `reset_computed()` forgets computed work after preemption; inputs and sampled
       outputs are kept, so recomputation reproduces them;
     - `is_finished` becomes true when nothing more can ever arrive or be computed.
-    Only the stage engine's thread touches a request once it is submitted.
+    The scheduler owns `status`, `last_scheduled_time` and `ready_since` (the clock
+    time of the round that last saw the request go from no pending work to some; None
+    while it has none). Only the stage engine's thread touches a request once it is
+    submitted.
     """
 
     def __init__(self, request_id: str, arrival_time: float) -> None:
@@ -36,6 +39,7 @@ class StageRequest(ABC):
         self.status = RequestStatus.WAITING
         self.num_computed = 0
         self.last_scheduled_time = arrival_time
+        self.ready_since: float | None = None
         self.finish_reason: str | None = None
 
     @property

@@ -1,0 +1,106 @@
+"""Urgency: playback at risk first, then first audio, then KV relief against barge-in exposure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kvtier import KVCacheManager
+from stages.config import SchedulerConfig
+from stages.interaction import InteractionView, PlaybackState
+from stages.policies.base import SchedulingPolicy, register_policy
+from stages.requests.base import RequestStatus, StageRequest
+
+
+def _no_telemetry(request_id: str) -> PlaybackState | None:
+    return None
+
+
+def _sorted(keys: list[float], requests: list[StageRequest]) -> list[StageRequest]:
+    """`requests` by ascending `keys` (stable: ties keep the order given)."""
+    return [requests[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
+
+
+@register_policy("urgency")
+class UrgencyPolicy(SchedulingPolicy):
+    """Orders ready requests by what their listener hears, from s = view.playback(id), P = s.buffer_ms(now).
+
+    - U0 playback at risk: started and P <= p_safe_ms. Served first, smallest P first.
+    - U1 first audio: not started. Next, longest ready first (`ready_since`).
+    - U2 the rest: highest utility first,
+      U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
+      K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
+      (0 for a stage without KV): finishing big holders relieves memory pressure, and
+      work far ahead of the listener is the most exposed to a barge-in.
+    - Held: started and P >= p_max_ms, left out while any request is served; when every
+      ready request is held, all of them are served, in U2 order.
+    A reply that has not started is never held: its listener is waiting. Fail closed:
+    a request without telemetry is ordered by ready age among U1, since waiting for
+    first audio is the one assumption that never starves a listener. Ties keep the
+    order given (the scheduler's: the order requests were added).
+
+    Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
+    `fallbacks` (no telemetry, ordered as U1), `held` (left out) and `held_served`
+    (past p_max_ms but served, as nothing else was ready).
+    """
+
+    def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
+                 kv: KVCacheManager | None = None) -> None:
+        super().__init__(config, view, kv)
+        self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
+        self.num_fallbacks = self.num_held = self.num_held_served = 0
+
+    def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
+        config = self.config
+        p_safe, p_max = config.p_safe_ms, config.p_max_ms
+        exposure = config.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
+        pressure = config.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
+        blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
+        playback = self.view.playback if self.view is not None else _no_telemetry
+        running = RequestStatus.RUNNING
+        # Per class, parallel lists of float keys and requests: one cheap float sort each.
+        u0_keys, u0, u1_keys, u1, u2_keys, u2, held_keys, held = [], [], [], [], [], [], [], []
+        num_fallbacks = 0
+        for request in requests:
+            state = playback(request.request_id)
+            if state is None or not state.started:
+                u1_keys.append(request.ready_since)
+                u1.append(request)
+                num_fallbacks += state is None
+                continue
+            drain_s = state.drained_at - now  # P = state.buffer_ms(now), inlined: this loop is the hot path
+            buffer_ms = (drain_s * 1000.0 if drain_s > 0.0 else 0.0) + state.queued_ms
+            if buffer_ms <= p_safe:
+                u0_keys.append(buffer_ms)
+                u0.append(request)
+                continue
+            cost = exposure * (buffer_ms - p_safe)  # -U, lowest first; buffer_ms > p_safe, so no max(0, .)
+            if pressure and request.status is running:  # a WAITING request holds no KV
+                cost -= pressure * blocks_held(request.request_id)
+            if buffer_ms >= p_max:
+                held_keys.append(cost)
+                held.append(request)
+            else:
+                u2_keys.append(cost)
+                u2.append(request)
+        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(held))
+        if not (u0 or u1 or u2):  # everything is past p_max: serve it rather than idle
+            u2_keys, u2 = held_keys, held
+        return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2)
+
+    def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_held: int) -> None:
+        self.num_rounds += 1
+        self.num_u0 += num_u0
+        self.num_u1 += num_u1
+        self.num_u2 += num_u2
+        self.num_fallbacks += num_fallbacks
+        if num_u0 + num_u1 + num_u2 + num_fallbacks:
+            self.num_held += num_held
+        else:
+            self.num_held_served += num_held
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return {
+            "rounds": self.num_rounds, "u0": self.num_u0, "u1": self.num_u1, "u2": self.num_u2,
+            "fallbacks": self.num_fallbacks, "held": self.num_held, "held_served": self.num_held_served,
+        }

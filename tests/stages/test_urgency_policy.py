@@ -1,0 +1,296 @@
+"""The urgency policy: classes U0/U1/U2, utility order, holding past P_max, fallbacks; and fcfs on the same scenes."""
+
+import math
+
+import pytest
+from scheduler_harness import FakeClock, chunks_of, make_kv, make_scheduler, step, thinker
+
+from stages.config import SamplingParams, SchedulerConfig
+from stages.engine import StageEngine
+from stages.factory import KVSpec, StageSpec, build_engine
+from stages.interaction import InteractionView, PlaybackState
+from stages.models.decoder_config import DecoderConfig
+from stages.policies import make_policy
+from stages.requests import RequestStatus, TurnInput
+
+NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
+
+
+def playing(buffer_ms: float) -> PlaybackState:
+    """A started reply with `buffer_ms` of audio queued downstream (nothing left to drain: P = buffer_ms)."""
+    return PlaybackState(started=True, drained_at=0.0, queued_ms=buffer_ms)
+
+
+class FakeView(InteractionView):
+    """Telemetry a test sets per request id; ids it does not know have none."""
+
+    def __init__(self, **states: PlaybackState) -> None:
+        self.states = states
+
+    def playback(self, request_id: str) -> PlaybackState | None:
+        return self.states.get(request_id)
+
+
+def ready(rid: str, arrival: float, since: float):
+    """A thinker request with pending work, marked ready since `since` (what the scheduler stamps)."""
+    request = thinker(rid, arrival, [1, 2, 3], max_tokens=1)
+    request.ready_since = since
+    return request
+
+
+def urgency(view: InteractionView | None, kv=None, **config):
+    return make_policy(SchedulerConfig(policy="urgency", **config), view, kv)
+
+
+def ids(requests) -> list[str]:
+    return [r.request_id for r in requests]
+
+
+# ---------------------------------------------------------------- configuration
+
+@pytest.mark.parametrize("field, value, message", [
+    ("p_safe_ms", 0, "p_safe_ms must be a finite number > 0, got 0"),
+    ("p_safe_ms", math.inf, "p_safe_ms must be a finite number > 0, got inf"),
+    ("p_safe_ms", True, "p_safe_ms must be a finite number > 0, got True"),
+    ("p_max_ms", 400, "p_max_ms must be a number > p_safe_ms (400.0), got 400"),
+    ("p_max_ms", math.nan, "p_max_ms must be a number > p_safe_ms (400.0), got nan"),
+    ("alpha", -0.5, "alpha must be a finite number >= 0, got -0.5"),
+    ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
+    ("beta", "1", "beta must be a finite number >= 0, got '1'"),
+])
+def test_urgency_parameters_are_validated_by_name(field, value, message):
+    with pytest.raises(ValueError) as error:
+        SchedulerConfig(policy="urgency", **{field: value})
+    assert str(error.value) == message
+
+
+def test_urgency_parameter_defaults_and_fcfs_accepts_them():
+    config = SchedulerConfig()
+    assert (config.p_safe_ms, config.p_max_ms, config.alpha, config.beta) == (400.0, 4000.0, 1.0, 1.0)
+    assert SchedulerConfig(policy="fcfs", p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
+    with pytest.raises(ValueError, match="unknown scheduling policy 'edf'; choose from \\['fcfs', 'urgency'\\]"):
+        SchedulerConfig(policy="edf")
+
+
+# ---------------------------------------------------------------- classes and order within them
+
+def test_classes_split_at_p_safe_and_the_started_flag():
+    view = FakeView(at_safe=playing(400.0), above_safe=playing(400.5), empty=playing(0.0),
+                    waiting=PlaybackState(started=False, drained_at=0.0, queued_ms=0.0),
+                    long=playing(3999.0), past_max=playing(4000.0))
+    policy = urgency(view)
+    requests = [ready(rid, float(i), since=0.0) for i, rid in
+                enumerate(["past_max", "long", "above_safe", "waiting", "at_safe", "empty"])]
+    # U0 by smallest P (empty 0 ms, at_safe 400 ms), U1 (waiting), U2 by utility (smaller excess first);
+    # past_max (P = p_max) is held while others are served.
+    assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe", "long"]
+    assert policy.counters == {"rounds": 1, "u0": 2, "u1": 1, "u2": 2, "fallbacks": 0, "held": 1, "held_served": 0}
+
+
+def test_u1_goes_by_ready_age_not_by_arrival():
+    policy = urgency(FakeView(a=NOT_STARTED, b=NOT_STARTED, c=NOT_STARTED))
+    requests = [ready("a", 0.0, since=7.0), ready("b", 5.0, since=3.0), ready("c", 1.0, since=3.0)]
+    # b and c have waited since t=3, a only since t=7 (it arrived first, but its new turn is recent);
+    # b and c tie on ready age: they keep the order given.
+    assert ids(policy.order(requests, now=8.0)) == ["b", "c", "a"]
+
+
+def test_a_draining_buffer_moves_a_reply_from_u2_to_u0():
+    view = FakeView(r=PlaybackState(started=True, drained_at=2.0), w=NOT_STARTED)
+    policy = urgency(view)
+    requests = [ready("w", 0.0, since=0.0), ready("r", 1.0, since=0.0)]
+    assert ids(policy.order(requests, now=0.0)) == ["w", "r"]  # P = 2000 ms: U2, after first audio
+    assert ids(policy.order(requests, now=1.7)) == ["r", "w"]  # P = 300 ms <= 400: at risk, first
+    assert policy.counters["u0"] == 1 and policy.counters["u2"] == 1 and policy.counters["u1"] == 2
+
+
+def test_the_buffer_is_the_states_own_buffer_ms():
+    at_safe = PlaybackState(True, drained_at=1.25, queued_ms=150.0)  # at t=1: 250 ms left to play + 150 queued
+    above = PlaybackState(True, drained_at=1.25, queued_ms=150.5)
+    at_max = PlaybackState(True, drained_at=0.5, queued_ms=4000.0)  # delivered audio ran out: the queue alone
+    assert [s.buffer_ms(1.0) for s in (at_safe, above, at_max)] == [400.0, 400.5, 4000.0]
+    policy = urgency(FakeView(at_safe=at_safe, above=above, at_max=at_max, w=NOT_STARTED))
+    requests = [ready(rid, 0.0, since=0.0) for rid in ("at_max", "above", "w", "at_safe")]
+    assert ids(policy.order(requests, now=1.0)) == ["at_safe", "w", "above"]  # U0, U1, U2; at_max held
+
+
+@pytest.mark.parametrize("alpha, beta, expected", [
+    # Pool of 10 blocks: a holds 4, b 1, c 0 -> R_occ = 0.5; p_safe = 400; P: a 2000, b 600, c 440.
+    # U = beta*K*R_occ - alpha*(P - 400)/400:
+    (1.0, 1.0, ["b", "c", "a"]),  # a: 2 - 4 = -2;  b: 0.5 - 0.5 = 0;   c: 0 - 0.1 = -0.1
+    (1.0, 3.0, ["a", "b", "c"]),  # a: 6 - 4 = 2;   b: 1.5 - 0.5 = 1;   c: -0.1
+    (0.0, 1.0, ["a", "b", "c"]),  # exposure off: by KV held, 2 > 0.5 > 0
+    (1.0, 0.0, ["c", "b", "a"]),  # relief off: by buffer excess, -0.1 > -0.5 > -4
+])
+def test_u2_goes_by_utility_of_kv_relief_against_exposure(alpha, beta, expected):
+    kv = make_kv(10)  # blocks of 4 tokens
+    kv.reserve("a", 16)
+    kv.reserve("b", 4)
+    policy = urgency(FakeView(a=playing(2000.0), b=playing(600.0), c=playing(440.0)), kv, alpha=alpha, beta=beta)
+    requests = [ready(rid, 0.0, since=0.0) for rid in ("a", "b", "c")]
+    requests[0].status = requests[1].status = RequestStatus.RUNNING  # admitted: they hold their KV; c waits
+    assert ids(policy.order(requests, now=0.0)) == expected
+
+
+def test_without_kv_u2_goes_by_buffer_alone():
+    policy = urgency(FakeView(a=playing(2000.0), b=playing(600.0), c=playing(440.0)), kv=None, beta=100.0)
+    assert ids(policy.order([ready(rid, 0.0, since=0.0) for rid in ("a", "b", "c")], now=0.0)) == ["c", "b", "a"]
+
+
+# ---------------------------------------------------------------- fail closed
+
+def test_requests_without_telemetry_are_ordered_by_ready_age_among_u1_and_counted():
+    view = FakeView(y=NOT_STARTED, z=NOT_STARTED, w=playing(1000.0), r=playing(100.0))
+    policy = urgency(view)
+    requests = [ready("w", 0.0, since=0.0), ready("y", 0.0, since=2.0), ready("x", 0.0, since=1.0),
+                ready("z", 0.0, since=0.5), ready("r", 0.0, since=0.0)]
+    # r at risk; then z (since 0.5), x (no telemetry, since 1.0), y (since 2.0); w is U2.
+    assert ids(policy.order(requests, now=3.0)) == ["r", "z", "x", "y", "w"]
+    assert policy.counters["fallbacks"] == 1 and policy.counters["u1"] == 2
+
+
+def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
+    policy = urgency(view=None)
+    requests = [ready("late", 0.0, since=4.0), ready("early", 9.0, since=1.0), ready("mid", 5.0, since=2.0)]
+    assert ids(policy.order(requests, now=5.0)) == ["early", "mid", "late"]
+    assert ids(policy.order(requests, now=6.0)) == ["early", "mid", "late"]
+    assert policy.counters == {"rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "held_served": 0}
+
+
+# ---------------------------------------------------------------- the scheduler under urgency and fcfs
+
+@pytest.mark.parametrize("policy, expected", [
+    ("urgency", [("c", 0, 6), ("b", 0, 2)]),  # first audio, then the shorter buffer; a waits
+    ("fcfs", [("a", 0, 6), ("b", 0, 2)]),     # by arrival: the listener still waiting for audio gets nothing
+])
+def test_first_audio_goes_ahead_of_long_buffers_under_a_tight_token_budget(policy, expected):
+    view = FakeView(a=playing(3000.0), b=playing(2000.0), c=NOT_STARTED)
+    scheduler, runner, _ = make_scheduler(max_tokens=8, view=view, policy=policy)
+    for i, rid in enumerate("abc"):
+        scheduler.add(thinker(rid, float(i), [i + 1] * 6, max_tokens=3))
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == expected
+    left_out = ({"a", "b", "c"} - {rid for rid, _, _ in expected}).pop()
+    assert scheduler.requests[left_out].status is RequestStatus.WAITING
+
+
+@pytest.mark.parametrize("policy, expected", [("urgency", ["d", "c"]), ("fcfs", ["a", "b"])])
+def test_max_num_seqs_admits_the_most_urgent_and_the_rest_wait(policy, expected):
+    view = FakeView(a=playing(1500.0), b=playing(900.0), c=NOT_STARTED, d=playing(100.0))
+    scheduler, runner, _ = make_scheduler(max_seqs=2, view=view, policy=policy)
+    for i, rid in enumerate("abcd"):
+        scheduler.add(thinker(rid, float(i), [5, 6, 7], max_tokens=3))
+    plan, _ = step(scheduler, runner)
+    assert [c.request.request_id for c in plan.chunks] == expected
+    assert all(scheduler.requests[r].status is RequestStatus.WAITING for r in "abcd" if r not in expected)
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("urgency", [("c", 0, 3), ("b", 2, 1)]),  # c jumps both running replies; a (the longer buffer) sits out
+    ("fcfs", [("a", 2, 1), ("b", 2, 1)]),     # running first: c waits for a seat
+])
+def test_a_waiting_first_audio_request_and_running_long_buffers(policy, expected):
+    view = FakeView(a=playing(3000.0), b=playing(2500.0))
+    scheduler, runner, _ = make_scheduler(max_tokens=4, max_seqs=2, view=view, policy=policy)
+    scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=20))
+    scheduler.add(thinker("b", 1.0, [3, 4], max_tokens=20))
+    step(scheduler, runner)  # a and b prefill; both RUNNING, decoding from now on
+    scheduler.add(thinker("c", 2.0, [5, 6, 7], max_tokens=2))
+    view.states["c"] = NOT_STARTED
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == expected
+    assert scheduler.requests["a"].status is RequestStatus.RUNNING  # sitting out a round costs no KV
+
+
+def test_a_request_past_p_max_is_held_while_others_are_ready_and_served_when_alone():
+    view = FakeView(a=playing(5000.0), b=NOT_STARTED)
+    scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
+    scheduler.add(thinker("a", 0.0, [1, 2, 3], max_tokens=2))
+    scheduler.add(thinker("b", 1.0, [4, 5, 6], max_tokens=2))
+    plan, _ = step(scheduler, runner)  # b prefills; a is held, not even admitted
+    assert chunks_of(plan) == [("b", 0, 3)] and scheduler.requests["a"].status is RequestStatus.WAITING
+    plan, _ = step(scheduler, runner)  # b decodes its last token and finishes; a still held
+    assert chunks_of(plan) == [("b", 3, 1)] and "b" not in scheduler.requests
+    plan, _ = step(scheduler, runner)  # a is alone: served rather than leaving the stage idle
+    assert chunks_of(plan) == [("a", 0, 3)] and kv.num_blocks_held("a") == 1
+    assert scheduler.policy.counters["held"] == 2 and scheduler.policy.counters["held_served"] == 1
+
+
+def test_a_held_running_request_is_the_first_active_victim():
+    # 5 blocks of 4. a, b: 8-token prompts (2 blocks each); c: a 4-token prompt (1 block).
+    view = FakeView(a=NOT_STARTED, b=NOT_STARTED, c=playing(1000.0))
+    scheduler, runner, kv = make_scheduler(num_blocks=5, view=view, policy="urgency")
+    for rid, arrival, prompt in (("a", 0.0, [1] * 8), ("b", 1.0, [2] * 8), ("c", 2.0, [3] * 4)):
+        scheduler.add(thinker(rid, arrival, prompt, max_tokens=5))
+    plan, _ = step(scheduler, runner)  # all three prefill: the pool is full
+    assert kv.num_free_blocks == 0
+    view.states["a"] = playing(6000.0)  # a's reply now plays with 6 s buffered: held
+    view.states["b"] = playing(100.0)   # b's listener is about to run dry
+    plan, _ = step(scheduler, runner)
+    # b needs a third block: the held a goes (not c, the end of the order); c then grows into a's freed block.
+    assert plan.preempted == ["a"] and chunks_of(plan) == [("b", 8, 1), ("c", 4, 1)]
+    assert scheduler.requests["a"].status is RequestStatus.WAITING and kv.num_blocks_held("c") == 2
+
+
+def test_a_held_request_keeps_its_kv_while_held():
+    view = FakeView(a=NOT_STARTED, b=NOT_STARTED)
+    scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
+    scheduler.add(thinker("a", 0.0, [1] * 6, max_tokens=10))
+    scheduler.add(thinker("b", 1.0, [2] * 6, max_tokens=10))
+    step(scheduler, runner)
+    view.states["a"] = playing(4000.0)
+    for _ in range(3):  # a is held at P = p_max: b decodes alone, a keeps its 2 blocks and its progress
+        plan, _ = step(scheduler, runner)
+        assert [c.request.request_id for c in plan.chunks] == ["b"]
+        assert kv.num_blocks_held("a") == 2 and scheduler.requests["a"].num_computed == 6
+    view.states["a"] = playing(3500.0)  # back under p_max: served again from where it was
+    plan, _ = step(scheduler, runner)
+    assert ("a", 6, 1) in chunks_of(plan)
+
+
+@pytest.mark.parametrize("policy, expected", [("urgency", [("n", 4, 4)]), ("fcfs", [("s", 3, 4)])])
+def test_ready_age_restarts_when_a_resident_request_gets_a_new_turn(policy, expected):
+    clock = FakeClock()
+    view = FakeView(s=NOT_STARTED, n=NOT_STARTED)
+    scheduler, runner, _ = make_scheduler(max_tokens=4, clock=clock, view=view, policy=policy)
+    resident = thinker("s", 0.0, [1, 2, 3], max_tokens=None, close=False)  # context only: idle after one round
+    scheduler.add(resident)
+    step(scheduler, runner)
+    assert resident.num_pending == 0 and resident.ready_since is None
+    clock.t = 5.0
+    scheduler.add(thinker("n", 5.0, [4] * 12, max_tokens=1))  # a long prompt: chunked, ready since t=5
+    step(scheduler, runner)
+    clock.t = 10.0
+    resident.append(TurnInput([5, 6, 7, 8], sampling=SamplingParams(temperature=0.0, max_tokens=1)))
+    plan, _ = step(scheduler, runner)
+    # urgency: n has waited since t=5, s only since t=10 (arrival 0 is the session's start, not the turn's).
+    # fcfs serves the resident first (admitted, arrived first).
+    assert resident.ready_since == 10.0 and scheduler.requests["n"].ready_since == 5.0
+    assert chunks_of(plan) == expected
+
+
+# ---------------------------------------------------------------- exposure and plumbing
+
+def test_stage_status_exposes_the_policy_counters():
+    view = FakeView(a=NOT_STARTED, b=playing(100.0))
+    scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
+    engine = StageEngine("thinker", scheduler, runner, lambda outputs: None)
+    scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=1))
+    scheduler.add(thinker("b", 0.0, [3, 4], max_tokens=1))
+    scheduler.add(thinker("x", 0.0, [5, 6], max_tokens=1))
+    engine.step()
+    engine.step()  # nothing is ready: no round for the policy
+    assert engine.status().policy_counters == {
+        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "held_served": 0}
+    fcfs, fcfs_runner, _ = make_scheduler()
+    assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
+
+
+def test_build_engine_hands_the_view_and_the_kv_to_the_policy():
+    decoder = DecoderConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=8,
+                            intermediate_size=32, max_position=64)
+    spec = StageSpec("thinker", "thinker", decoder, SchedulerConfig(policy="urgency"), KVSpec(num_blocks=4))
+    view = FakeView()
+    engine = build_engine(spec, lambda outputs: None, FakeClock(), view)
+    assert engine.scheduler.policy.view is view and engine.scheduler.policy.kv is engine.scheduler.kv is not None
+    assert build_engine(spec, lambda outputs: None, FakeClock()).scheduler.policy.view is None  # the old call form
