@@ -14,6 +14,7 @@ from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
 from orchestrator.events import TurnUsage, UnheardWork
 from orchestrator.placement import LocalPlacement, Placement, StageHandle
+from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
 from orchestrator.session_context import ContextSegment, SessionContext
 from orchestrator.turn import Turn, TurnRequest
 from orchestrator.user_input import UserInput
@@ -50,6 +51,7 @@ class Orchestrator:
         self.placement = placement or LocalPlacement()
         self.clock = clock
         self.stages: dict[str, StageHandle] = {}
+        self.board = PlaybackBoard()
         self.sessions: dict[str, SessionContext] = {}
         self._owners: dict[str, OutputHandler] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -63,7 +65,8 @@ class Orchestrator:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.stages = await asyncio.to_thread(self.placement.start, self.config.stages, self._from_engine, self.clock)
+        self.stages = await asyncio.to_thread(self.placement.start, self.config.stages, self._from_engine, self.clock,
+                                                self.board)
 
     async def stop(self) -> None:
         for session_id in list(self.sessions):
@@ -84,10 +87,20 @@ class Orchestrator:
         self.stages[kind].submit(command)
 
     def own(self, request_id: str, handler: OutputHandler) -> None:
+        """Route the request's outputs to `handler`; until told more, it waits for first audio."""
         self._owners[request_id] = handler
+        self.board.publish(request_id, NOT_STARTED)
 
     def disown(self, request_id: str) -> None:
         self._owners.pop(request_id, None)
+        self.board.withdraw(request_id)
+
+    def note_playback(self, session_id: str, started: bool, drained_at: float) -> None:
+        """The monitor's view of the session's current reply: playback started, and the clock
+        time its delivered audio runs out. Ignored when no reply is in progress."""
+        session = self.sessions.get(session_id)
+        if session is not None and session.active_turn is not None:
+            session.active_turn.on_playback(started, drained_at)
 
     def open_session(self, session_id: str, instructions: str = "") -> SessionContext:
         if session_id in self.sessions:

@@ -9,6 +9,7 @@ from typing import Protocol
 from stages.commands import Command
 from stages.engine import StageStatus
 from stages.factory import StageSpec, build_engine
+from stages.interaction import InteractionView
 from stages.plan import StageOutput
 
 OutputSink = Callable[[str, list[StageOutput]], None]
@@ -31,8 +32,9 @@ class Placement(ABC):
     """
 
     @abstractmethod
-    def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float]) -> dict[str, StageHandle]:
-        """Build and start the engines."""
+    def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float],
+              view: InteractionView | None = None) -> dict[str, StageHandle]:
+        """Build and start the engines; their schedulers read playback telemetry from `view`."""
 
     @abstractmethod
     def stop(self) -> None:
@@ -45,10 +47,10 @@ class LocalPlacement(Placement):
     def __init__(self) -> None:
         self._engines = []
 
-    def start(self, specs, sink, clock):
+    def start(self, specs, sink, clock, view=None):
         handles = {}
         for spec in specs:
-            engine = build_engine(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), clock)
+            engine = build_engine(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view)
             engine.start()
             self._engines.append(engine)
             handles[spec.kind] = engine

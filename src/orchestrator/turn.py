@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from orchestrator.chunk_stream import ChunkStream
+from orchestrator.playback_board import NOT_STARTED, reply_states
 from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnUsage, UnheardWork
 from orchestrator.session_context import ContextSegment, SessionContext
 from stages.commands import AbortRequest, AddRequest, AppendInput
@@ -56,6 +57,7 @@ class Turn:
         self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(orch.config.thinker_to_talker)
         self._to_vocoder: ChunkStream[int] = ChunkStream(orch.config.talker_to_vocoder)
         self.ids = {kind: f"{turn_id}/{kind}" for kind in ("talker", "vocoder")}
+        self._playback = (False, 0.0)  # (started, clock time the delivered audio runs out)
         self._previous_edit, self._edit_done = session.reserve_edit()
 
     @property
@@ -109,6 +111,22 @@ class Turn:
             self._on_talker(output)
         elif kind == "vocoder":
             self._on_vocoder(output)
+        self._publish_playback()
+
+    def on_playback(self, started: bool, drained_at: float) -> None:
+        """The user's playback of this reply: started, and when the delivered audio runs out."""
+        self._playback = (started, drained_at)
+        self._publish_playback()
+
+    def _publish_playback(self) -> None:
+        """Tell the stages how far ahead of the user's playback each of this reply's requests is."""
+        if self.is_done or not self.request.speak:
+            return
+        u = self.usage
+        states = reply_states(*self._playback, self.orch.frame_ms, self.orch.frames_per_token,
+                              len(self._spoken), u.codec_frames, u.vocoder_frames)
+        for request_id, state in zip((self.session.thinker_id, self.ids["talker"], self.ids["vocoder"]), states):
+            self.orch.board.publish(request_id, state)
 
     def _on_thinker(self, step: ThinkerStep | None) -> None:
         if step is None or step.turn_id != self.turn_id:
@@ -189,6 +207,7 @@ class Turn:
                 self.usage.unheard = self.unheard(heard_ms)
         for request_id in self.ids.values():
             self.orch.disown(request_id)
+        self.orch.board.publish(self.session.thinker_id, NOT_STARTED)
         self._release_context()
         self.session.turn_ended(self)
         self._emit(TurnDone(status, self.usage, error, self.finish_reason))

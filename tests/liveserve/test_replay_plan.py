@@ -108,8 +108,10 @@ def test_presets_override_every_stage_and_validate_through_the_server_config():
 
 def test_a_preset_this_build_lacks_says_which_component():
     source = default_config_path()
-    with pytest.raises(PresetUnavailable, match=r"'liveserve' \(urgency scheduling.*not available.*urgency"):
-        derive_config("liveserve", read_config_data(source), source)
+    with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' \(fcfs scheduling, lru KV eviction\).*not available.*kv.eviction"):
+        derive_config("fcfs-lru", read_config_data(source), source)
+    raw, config = derive_config("liveserve-nooffload", read_config_data(source), source)
+    assert config.pipeline.talker.scheduler.policy == "urgency"
     with pytest.raises(PresetUnavailable, match="unknown policy preset 'lifo'"):
         derive_config("lifo", read_config_data(source), source)
 

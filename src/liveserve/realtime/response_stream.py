@@ -76,6 +76,7 @@ class ResponseStream:
             self.session.metrics.observe_ttfp(self.first_audio_at - self.turn_end)
         self.item.audio_ms += event.duration_ms
         self.session.monitor.playback.delivered(event.duration_ms)
+        self.session.report_playback()
         emit("response.output_audio.delta", **self._ids(), delta=encode_pcm16(event.pcm))
 
     def _close(self, done: TurnDone) -> None:

@@ -303,7 +303,13 @@ class RealtimeSession:
         require(ok, "invalid_value", f"played_ms must be a non-negative number, got {played!r}", "played_ms")
         item_id = event.get("item_id")
         require(item_id is None or isinstance(item_id, str), "invalid_type", "item_id must be a string", "item_id")
-        self.monitor.playback.ack(float(played), item_id)
+        if self.monitor.playback.ack(float(played), item_id):
+            self.report_playback()
+
+    def report_playback(self) -> None:
+        """Tell the stages' schedulers where the user's playback of the current reply stands."""
+        now, playback = time.monotonic(), self.monitor.playback
+        self.orch.note_playback(self.session_id, playback.first_audio_sent, now + playback.buffer_ms(now) / 1000)
 
     # lifetime
 
