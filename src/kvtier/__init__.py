@@ -1,9 +1,13 @@
-"""Paged KV storage: block pool, block tables, KV tensors (a leaf package)."""
+"""Paged KV storage: block pools, block tables, KV tensors, a host tier with transfers, eviction and preload
+(a leaf package)."""
 
 from kvtier.block_pool import BlockPool, OutOfBlocks
 from kvtier.block_table import BlockTable
-from kvtier.config import KVPoolConfig
+from kvtier.config import HostTierConfig, KVPoolConfig
+from kvtier.eviction import EvictionPolicy, UsageHint, eviction_policy_names
 from kvtier.kv_cache import KVCache
 from kvtier.kv_manager import KVCacheManager, blocks_for
+from kvtier.transfer_job import TransferDone
 
-__all__ = ["BlockPool", "BlockTable", "KVCache", "KVCacheManager", "KVPoolConfig", "OutOfBlocks", "blocks_for"]
+__all__ = ["BlockPool", "BlockTable", "EvictionPolicy", "HostTierConfig", "KVCache", "KVCacheManager", "KVPoolConfig",
+           "OutOfBlocks", "TransferDone", "UsageHint", "blocks_for", "eviction_policy_names"]

@@ -1,13 +1,23 @@
-"""Per-sequence KV residency on top of a block pool: the mechanism later tiers extend."""
+"""Per-sequence KV residency: a device block pool, optionally with a host tier behind it."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable
 
 from kvtier.block_pool import BlockPool
 from kvtier.block_table import BlockTable
-from kvtier.config import KVPoolConfig
+from kvtier.config import HostTierConfig, KVPoolConfig
+from kvtier.eviction import make_eviction_policy
 from kvtier.kv_cache import KVCache
+from kvtier.offloader import Offloader
+from kvtier.sequence_kv import SequenceKV
+from kvtier.tier_stats import TierStats
+from kvtier.transfer_job import LOAD, TransferDone
+from kvtier.transfer_worker import TransferWorker
+
+_NO_BLOCKS = BlockTable()  # what `table` shows for an unknown sequence: read only
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
@@ -15,20 +25,48 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 class KVCacheManager:
-    """Owns a stage's KV cache, its block pool and every sequence's block table.
+    """Owns a stage's KV cache, its block pool and every sequence's blocks, on the device and the host.
 
     Ask-then-commit: `can_reserve(seq, n)` says whether `reserve(seq, n)` would
     succeed; `reserve` grows the sequence's table to hold n tokens or raises and
     changes nothing. `truncate` and `free` give blocks back. Slot ids (block * size
-    + offset) index the cache flattened over blocks and offsets.
+    + offset) index the cache flattened over blocks and offsets. These calls are the
+    hot path: O(1), and no allocation when nothing changes.
+
+    Host tier (eviction "lru" or "next_use" with a HostTierConfig; "none": none): a
+    sequence's logical blocks are a device prefix (`table(seq)`, what
+    `num_blocks_held` counts) and a suffix only on the host (`num_offloaded_blocks`).
+    Tables and slot ids are for resident sequences only; `reserve` raises on a
+    sequence that is not. Hints (`set_evictable`, `set_next_use`, `protect`) say which
+    sequences eviction may touch and in what order; hints on unknown sequences are
+    ignored. `store` backs a sequence's device blocks up on the host, `evict` frees
+    backed device blocks, `load`/`preload` bring a suffix back, `poll` completes
+    transfers (see Offloader for the protocol). A reserve past `table.num_tokens`
+    invalidates the host copy of the block it writes into and those after, so write
+    only positions you reserved and store only what is written.
+
+    Threads: every method runs on the engine thread; a worker copies bytes, and
+    `on_transfer_done` is called on its thread after each transfer. `transfer_mode`
+    "inline" runs no transfer until `worker.run_chunk()`/`worker.run_all()` is called
+    (deterministic tests); the default "thread" runs them as they come.
     """
 
-    def __init__(self, config: KVPoolConfig) -> None:
+    def __init__(self, config: KVPoolConfig, host: HostTierConfig | None = None, eviction: str = "none",
+                 clock: Callable[[], float] = time.monotonic, on_transfer_done: Callable[[], None] | None = None,
+                 transfer_mode: str = "thread") -> None:
+        policy = make_eviction_policy(eviction)
+        if (policy is None) != (host is None):
+            need = "takes no host tier" if policy is None else "needs a host tier (HostTierConfig)"
+            raise ValueError(f"eviction policy {eviction!r} {need}")
         self.config = config
         self.block_size = config.block_size
         self.pool = BlockPool(config.num_blocks)
         self.cache = KVCache(config)
-        self._tables: dict[Hashable, BlockTable] = {}
+        self.clock = clock
+        self._seqs: dict[Hashable, SequenceKV] = {}
+        self._num_created = 0
+        self._offloader = None if host is None else Offloader(
+            self.pool, self.cache, host, policy, clock, transfer_mode, on_transfer_done)
 
     @property
     def num_free_blocks(self) -> int:
@@ -46,54 +84,218 @@ class KVCacheManager:
     def occupancy(self) -> float:
         return self.pool.num_used / self.pool.num_blocks
 
+    @property
+    def worker(self) -> TransferWorker | None:
+        return None if self._offloader is None else self._offloader.worker
+
+    @property
+    def link_gbps(self) -> float | None:
+        """Host <-> device rate measured at construction (pacing included); None without a host tier."""
+        return None if self._offloader is None else self._offloader.link_gbps
+
+    @property
+    def has_transfers_in_flight(self) -> bool:
+        return self._offloader is not None and self._offloader.has_transfers_in_flight
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Cumulative counters (see TierStats) and host blocks used / peak."""
+        return TierStats().as_dict() if self._offloader is None else self._offloader.stats
+
     def table(self, seq: Hashable) -> BlockTable:
-        return self._tables.get(seq) or BlockTable()
+        state = self._seqs.get(seq)
+        return _NO_BLOCKS if state is None else state.table
 
     def num_blocks_held(self, seq: Hashable) -> int:
-        return self.table(seq).num_blocks
+        """Device blocks held."""
+        state = self._seqs.get(seq)
+        return 0 if state is None else len(state.table.block_ids)
+
+    def num_offloaded_blocks(self, seq: Hashable) -> int:
+        state = self._seqs.get(seq)
+        return 0 if state is None else state.num_offloaded
+
+    def is_resident(self, seq: Hashable) -> bool:
+        """Every logical block is on the device and no load is in flight (unknown: True)."""
+        state = self._seqs.get(seq)
+        return state is None or (not state.num_offloaded and (state.job is None or state.job.kind != LOAD))
 
     def num_new_blocks(self, seq: Hashable, num_tokens: int) -> int:
         """Blocks `reserve(seq, num_tokens)` would allocate."""
-        return max(0, blocks_for(num_tokens, self.block_size) - self.table(seq).num_blocks)
+        needed = -(-num_tokens // self.block_size)
+        state = self._seqs.get(seq)
+        if state is not None:
+            needed -= len(state.table.block_ids) + state.num_offloaded
+        return needed if needed > 0 else 0
 
     def can_reserve(self, seq: Hashable, num_tokens: int) -> bool:
-        return self.pool.can_allocate(self.num_new_blocks(seq, num_tokens))
+        needed = -(-num_tokens // self.block_size)
+        state = self._seqs.get(seq)
+        if state is not None:
+            if state.num_offloaded:
+                return False
+            needed -= len(state.table.block_ids)
+        return needed <= self.pool.num_free
 
     def fits_at_all(self, num_tokens: int) -> bool:
-        return blocks_for(num_tokens, self.block_size) <= self.pool.num_blocks
+        return -(-num_tokens // self.block_size) <= self.pool.num_blocks
 
     def reserve(self, seq: Hashable, num_tokens: int) -> None:
-        new_blocks = self.pool.allocate(self.num_new_blocks(seq, num_tokens))
-        table = self._tables.setdefault(seq, BlockTable())
-        table.block_ids.extend(new_blocks)
-        table.num_tokens = max(table.num_tokens, num_tokens)
-
-    def truncate(self, seq: Hashable, num_tokens: int) -> None:
-        """Keep the first `num_tokens` tokens of `seq`; release blocks past them."""
-        table = self._tables.get(seq)
-        if table is None or num_tokens >= table.num_tokens:
+        state = self._seqs.get(seq)
+        if state is None:
+            self._add(seq, BlockTable(self.pool.allocate(-(-num_tokens // self.block_size)), num_tokens))
             return
-        keep = blocks_for(num_tokens, self.block_size)
-        self.pool.release(table.block_ids[keep:])
-        del table.block_ids[keep:]
+        if state.num_offloaded:
+            raise ValueError(f"sequence {seq!r} is not resident: load it before reserving")
+        if num_tokens > state.table.num_tokens:
+            self._grow(state, num_tokens)
+        if state.is_evictable and self._offloader is not None:
+            self._offloader.touch(state)
+
+    def _add(self, seq: Hashable, table: BlockTable) -> None:
+        self._num_created += 1
+        self._seqs[seq] = SequenceKV(seq, self._num_created, table)
+        self._seqs[seq].hint.last_used = self.clock()
+
+    def _grow(self, state: SequenceKV, num_tokens: int) -> None:
+        table, size = state.table, self.block_size
+        needed = -(-num_tokens // size) - len(table.block_ids)
+        new_blocks = self.pool.allocate(needed) if needed > 0 else None
+        written = table.num_tokens // size  # the first block the coming writes touch
+        if self._offloader is not None and (len(state.host_ids) > written or state.job is not None):
+            self._offloader.invalidate(state, written)
+        if new_blocks is not None:
+            table.block_ids.extend(new_blocks)
         table.num_tokens = num_tokens
 
+    def truncate(self, seq: Hashable, num_tokens: int) -> None:
+        """Keep the first `num_tokens` tokens of `seq`; release blocks (both tiers) past them.
+
+        A host copy of the block cut in the middle stays: it holds the kept positions,
+        and the next write past them invalidates it.
+        """
+        state = self._seqs.get(seq)
+        if state is None or num_tokens >= state.table.num_tokens:
+            return
+        table, keep = state.table, blocks_for(num_tokens, self.block_size)
+        if len(table.block_ids) > keep:
+            self.pool.release(table.block_ids[keep:])
+            del table.block_ids[keep:]
+        table.num_tokens = num_tokens
+        state.num_offloaded = keep - len(table.block_ids)
+        if self._offloader is not None:
+            self._offloader.invalidate(state, keep)
+
     def free(self, seq: Hashable) -> None:
-        table = self._tables.pop(seq, None)
-        if table is not None:
-            self.pool.release(table.block_ids)
+        """Give back everything of `seq`, both tiers; cancels its transfer (blocks in a copy wait for it)."""
+        state = self._seqs.pop(seq, None)
+        if state is None:
+            return
+        if self._offloader is not None:
+            self._offloader.drop(state)
+        self.pool.release(state.table.block_ids)
 
     def slot_ids(self, seq: Hashable, start: int, end: int) -> list[int]:
-        """Flat cache slots of positions [start, end) of `seq` (which must be reserved)."""
-        ids, size = self._tables[seq].block_ids, self.block_size
+        """Flat cache slots of positions [start, end) of `seq` (which must be reserved and resident)."""
+        ids, size = self._seqs[seq].table.block_ids, self.block_size
         return [ids[p // size] * size + p % size for p in range(start, end)]
+
+    def set_evictable(self, seq: Hashable, evictable: bool) -> None:
+        """Idle KV (True) may be evicted; KV in use (False, the default) is protected.
+
+        Marking in use a sequence that a completed preload made resident counts a preload hit.
+        """
+        state = self._seqs.get(seq)
+        if state is not None and self._offloader is not None:
+            self._offloader.set_evictable(state, evictable)
+
+    def set_next_use(self, seq: Hashable, at: float) -> None:
+        """Predicted clock time of the sequence's next use (next_use evicts the farthest first)."""
+        state = self._seqs.get(seq)
+        if state is not None and self._offloader is not None and state.hint.next_use != at:
+            state.hint.next_use = at
+            if state.is_evictable:
+                self._offloader.refresh(state)
+
+    def protect(self, seq: Hashable, until: float) -> None:
+        """Not an eviction candidate before clock time `until` (protections only ever extend)."""
+        state = self._seqs.get(seq)
+        if state is not None and self._offloader is not None and until > state.protected_until:
+            state.protected_until = until
+            self._offloader.refresh(state)
+
+    def store(self, seq: Hashable) -> None:
+        """Start writing back the device blocks of `seq` that lack a host copy (skipped if the host is full)."""
+        state = self._seqs.get(seq)
+        if state is not None and self._offloader is not None:
+            self._offloader.store(state)
+
+    def num_evictable_blocks(self) -> int:
+        """Device blocks `evict` could free now."""
+        return 0 if self._offloader is None else self._offloader.num_evictable_blocks()
+
+    def evict(self, num_blocks: int) -> bool:
+        """Free exactly `num_blocks` device blocks backed on the host, or none and False (see EvictionPolicy)."""
+        if self._offloader is None:
+            return num_blocks == 0
+        return self._offloader.evict(num_blocks)
+
+    def load(self, seq: Hashable, background: bool = False) -> bool:
+        """Start bringing the offloaded suffix of `seq` back; False (nothing changed) if no room can be made.
+
+        Device blocks are allocated now, evicting candidates in policy order if needed;
+        a background load evicts only what the policy's `may_displace` allows (next_use:
+        sequences needed later than this one; lru: none, free blocks only). A
+        foreground load of a sequence with a background load in flight promotes it.
+        Done when `is_resident(seq)` (after `poll`).
+        """
+        state = self._seqs.get(seq)
+        return state is None or self._offloader is None or self._offloader.load(state, background)
+
+    def preload(self, seq: Hashable, lead_s: float) -> str:
+        """Speech-triggered preload of `seq`, needed in about `lead_s` seconds.
+
+        "admitted": a background load started (or one is already in flight);
+        "resident": nothing is offloaded; "too_late": at the measured link rate the
+        copy takes longer than `lead_s`; "no_room": the load found no room. A preload
+        that completes protects its sequence for what is left of `lead_s`, at most
+        `warm_protect_s`.
+        """
+        state = self._seqs.get(seq)
+        return "resident" if self._offloader is None else self._offloader.preload(state, lead_s)
+
+    def cancel_load(self, seq: Hashable) -> bool:
+        """Cancel a background load (a running one stops after its chunk); host copies stay valid.
+
+        The load's device blocks are released once no copy into them can run. False
+        if `seq` had no background load in flight.
+        """
+        state = self._seqs.get(seq)
+        return state is not None and self._offloader is not None and self._offloader.cancel_load(state)
+
+    def poll(self) -> list[TransferDone]:
+        """Complete the transfers that finished (loads become resident, stores valid); what completed."""
+        return [] if self._offloader is None else self._offloader.poll()
+
+    def wait_for_transfer(self, timeout_s: float) -> bool:
+        """Block until a finished transfer waits for `poll`, at most `timeout_s`; whether one does."""
+        return self._offloader is not None and self._offloader.wait_for_transfer(timeout_s)
+
+    def close(self) -> None:
+        """Stop the transfer worker (idempotent); transfers not run by then never run."""
+        if self._offloader is not None:
+            self._offloader.close()
 
     def check_integrity(self) -> None:
         self.pool.check_integrity()
-        held: dict[int, int] = {}
-        for seq, table in self._tables.items():
-            assert table.num_blocks == blocks_for(table.num_tokens, self.block_size), f"{seq}: table size off"
-            for block in table.block_ids:
-                held[block] = held.get(block, 0) + 1
+        assert not _NO_BLOCKS.block_ids and not _NO_BLOCKS.num_tokens, "the unknown-sequence table was written to"
+        held: Counter[int] = Counter()
+        if self._offloader is not None:
+            held = self._offloader.check_integrity(self._seqs.values())
+        for seq, state in self._seqs.items():
+            table = state.table
+            logical = blocks_for(table.num_tokens, self.block_size)
+            assert table.num_blocks + state.num_offloaded == logical, f"{seq}: table size off"
+            held.update(table.block_ids)
         for block in range(self.pool.num_blocks):
-            assert self.pool.ref_count(block) == held.get(block, 0), f"block {block}: ref count != tables"
+            assert self.pool.ref_count(block) == held[block], f"block {block}: ref count != tables"

@@ -1,0 +1,97 @@
+"""Random operations on a two-tier manager: integrity after every step; resident KV holds what was last written."""
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tier_harness import POLICIES, FakeClock, make_tiered
+
+from kvtier import OutOfBlocks
+
+SEQS = ["a", "b", "c"]
+NAMES = ["grow"] * 4 + ["idle"] * 3 + ["store", "evict", "settle"] * 2 + [
+    "truncate", "free", "cancel", "busy", "foreground", "background", "preload", "next_use", "protect", "run", "poll",
+    "tick"]
+operation = st.tuples(st.sampled_from(NAMES), st.sampled_from(SEQS), st.integers(0, 12))
+
+
+class Model:
+    """What each sequence's positions must hold: every write puts fresh numbers there."""
+
+    def __init__(self, kv) -> None:
+        self.kv, self.values, self.fresh = kv, {s: [] for s in SEQS}, itertools.count(1)
+
+    def grow(self, s: str, num_tokens: int) -> None:
+        kv, start = self.kv, self.kv.table(s).num_tokens
+        if not kv.can_reserve(s, num_tokens):
+            before = (list(kv.table(s).block_ids), kv.table(s).num_tokens, kv.num_free_blocks)
+            with pytest.raises((ValueError, OutOfBlocks)):
+                kv.reserve(s, num_tokens)
+            assert (list(kv.table(s).block_ids), kv.table(s).num_tokens, kv.num_free_blocks) == before
+            return
+        kv.reserve(s, num_tokens)
+        new = [float(next(self.fresh)) for _ in range(start, num_tokens)]
+        self.values[s][start:] = new
+        if new:
+            self.flat_keys()[torch.tensor(kv.slot_ids(s, start, num_tokens))] = torch.tensor(new).view(-1, 1, 1)
+
+    def flat_keys(self):
+        keys = self.kv.cache.keys[1]  # the last layer's keys stand for all of them
+        return keys.view(-1, *keys.shape[2:])
+
+    def check(self) -> None:
+        for s in SEQS:
+            table = self.kv.table(s)
+            assert table.num_tokens == len(self.values[s])
+            if self.kv.is_resident(s) and table.num_tokens:
+                slots = torch.tensor(self.kv.slot_ids(s, 0, table.num_tokens))
+                assert self.flat_keys()[slots][:, 0, 0].tolist() == self.values[s], f"{s}: KV lost or stale"
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("host_blocks", [5, 8])  # a host tier smaller than the device, and one larger
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(operation, min_size=20, max_size=60))
+def test_random_two_tier_operations_keep_integrity_and_contents(policy, host_blocks, ops):
+    clock = FakeClock()
+    kv = make_tiered(policy, num_blocks=6, host_blocks=host_blocks, clock=clock, chunk_blocks=1)
+    model = Model(kv)
+    for op, s, n in ops:
+        if op == "grow":
+            model.grow(s, n)
+        elif op == "truncate":
+            kv.truncate(s, n)
+            del model.values[s][n:]
+        elif op == "free":
+            kv.free(s)
+            model.values[s] = []
+        elif op in ("idle", "busy"):
+            kv.set_evictable(s, op == "idle")
+        elif op in ("foreground", "background"):
+            kv.load(s, background=op == "background")
+        elif op == "evict":
+            evictable, free = kv.num_evictable_blocks(), kv.num_free_blocks
+            n %= 5
+            assert kv.evict(n) == (n <= evictable)  # exactly n, or nothing
+            assert kv.num_free_blocks == free + (n if n <= evictable else 0)
+        elif op == "run":
+            kv.worker.run_chunk()
+        elif op == "settle":
+            kv.worker.run_all()
+            kv.poll()
+        elif op == "tick":
+            clock.t += n % 3
+        else:
+            {"store": kv.store, "cancel": kv.cancel_load, "poll": lambda _: kv.poll(),
+             "preload": lambda x: kv.preload(x, n % 2), "next_use": lambda x: kv.set_next_use(x, float(n)),
+             "protect": lambda x: kv.protect(x, float(n))}[op](s)
+        kv.check_integrity()
+        model.check()
+    kv.worker.run_all()
+    kv.poll()
+    for s in SEQS:
+        kv.free(s)
+    kv.check_integrity()
+    assert kv.num_free_blocks == 6 and kv.stats["host_blocks_used"] == 0 and not kv.has_transfers_in_flight
