@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from liveserve.config_reader import ConfigError, Section, build
-from orchestrator.config import ChunkSizes, PipelineConfig
+from orchestrator.config import ChunkSizes, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig
 from stages.factory import KVSpec, StageSpec
 from stages.models.audio_encoder import AudioEncoderConfig
@@ -110,6 +110,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         thinker_sampling=sampling["thinker"], talker_sampling=sampling["talker"],
         thinker_to_talker=streaming.section("thinker_to_talker").fill(ChunkSizes),
         talker_to_vocoder=streaming.section("talker_to_vocoder").fill(ChunkSizes),
+        interaction=root.section("interaction").fill(InteractionPriors),
     )
     streaming.finish()
     runtime = root.section("runtime").fill(RuntimeConfig)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from stages.config import SamplingParams
 from stages.factory import StageSpec
-from stages.validation import require_positive_ints
+from stages.validation import require_number, require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,25 @@ class ChunkSizes:
 
 
 @dataclass(frozen=True)
+class InteractionPriors:
+    """What to assume of a user before their session shows otherwise (seconds).
+
+    `reply_gap_s`: from the end of a reply's playback to the user's next speech;
+    `speech_lead_s`: from speech start to the turn that needs the context; each
+    session's own figures replace them as moving averages with weight `ema_weight`.
+    """
+
+    reply_gap_s: float = 2.0
+    speech_lead_s: float = 2.0
+    ema_weight: float = 0.3
+
+    def __post_init__(self) -> None:
+        for name in ("reply_gap_s", "speech_lead_s"):
+            require_number(self, name, lambda v: 0 <= v < 3600, "a number of seconds in [0, 3600)")
+        require_number(self, "ema_weight", lambda v: 0 < v <= 1, "a number in (0, 1]")
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """The four stages, the chunking of the streams between them and default sampling."""
 
@@ -32,6 +51,7 @@ class PipelineConfig:
     talker_sampling: SamplingParams
     thinker_to_talker: ChunkSizes = ChunkSizes(1, 1)
     talker_to_vocoder: ChunkSizes = ChunkSizes(4, 16)
+    interaction: InteractionPriors = InteractionPriors()
 
     def __post_init__(self) -> None:
         for kind in ("encoder", "thinker", "talker", "vocoder"):

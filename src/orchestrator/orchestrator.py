@@ -14,11 +14,12 @@ from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
 from orchestrator.events import TurnUsage, UnheardWork
 from orchestrator.placement import LocalPlacement, Placement, StageHandle
+from orchestrator.next_use import NextUseEstimator
 from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
 from orchestrator.session_context import ContextSegment, SessionContext
 from orchestrator.turn import Turn, TurnRequest
 from orchestrator.user_input import UserInput
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechStarted, StopGeneration
 from stages.engine import StageStatus
 from stages.models.tokenizer import TextTokenizer
 from stages.plan import StageOutput
@@ -51,7 +52,7 @@ class Orchestrator:
         self.placement = placement or LocalPlacement()
         self.clock = clock
         self.stages: dict[str, StageHandle] = {}
-        self.board = PlaybackBoard()
+        self.board = PlaybackBoard(clock)
         self.sessions: dict[str, SessionContext] = {}
         self._owners: dict[str, OutputHandler] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -99,13 +100,31 @@ class Orchestrator:
         """The monitor's view of the session's current reply: playback started, and the clock
         time its delivered audio runs out. Ignored when no reply is in progress."""
         session = self.sessions.get(session_id)
-        if session is not None and session.active_turn is not None:
+        if session is None:
+            return
+        if started:
+            session.next_use.on_playback(drained_at)
+            self._publish_next_use(session)
+        if session.active_turn is not None:
             session.active_turn.on_playback(started, drained_at)
+
+    def note_speech_started(self, session_id: str) -> None:
+        """The user started speaking: their next turn will need the context soon (protect and
+        preload its KV). Ignored for an unknown session."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return
+        session.next_use.on_speech_started(self.clock())
+        self._publish_next_use(session)
+        self.submit("thinker", SpeechStarted(session.thinker_id, session.next_use.lead_s))
+
+    def _publish_next_use(self, session: SessionContext) -> None:
+        self.board.publish_next_use(session.thinker_id, session.next_use.hint(self.clock()))
 
     def open_session(self, session_id: str, instructions: str = "") -> SessionContext:
         if session_id in self.sessions:
             raise ValueError(f"session {session_id!r} is already open")
-        session = SessionContext(session_id)
+        session = SessionContext(session_id, NextUseEstimator(self.config.interaction))
         self.sessions[session_id] = session
         if instructions:
             session.segments.append(ContextSegment(SYSTEM_ITEM, self.template.system(instructions)))
@@ -138,6 +157,8 @@ class Orchestrator:
         turn_id = f"{session_id}/turn{session.num_turns}"
         turn = Turn(turn_id, item_id or turn_id, session, request, self)
         session.turn_started(turn)
+        session.next_use.on_turn_started(self.clock())
+        self._publish_next_use(session)
         asyncio.ensure_future(turn.run())
         return turn
 

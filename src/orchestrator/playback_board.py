@@ -2,29 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from stages.interaction import InteractionView, PlaybackState
 
 NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
 
 
-class PlaybackBoard(InteractionView):
-    """Request id -> PlaybackState, written on the event loop, read by engine threads.
+@dataclass(frozen=True, slots=True)
+class NextUseHint:
+    """When a session's context is needed next: now while `speaking`, else when its
+    delivered audio runs out (`drained_at`, not before now) plus `reply_gap_s`."""
 
-    Writes replace whole immutable states and reads are single dict lookups, so no
-    lock is needed: a reader sees the state before or after a write, never a mix.
+    drained_at: float
+    reply_gap_s: float
+    speaking: bool = False
+
+    def at(self, now: float) -> float:
+        return now if self.speaking else max(now, self.drained_at) + self.reply_gap_s
+
+
+class PlaybackBoard(InteractionView):
+    """Request id -> PlaybackState and NextUseHint, written on the event loop, read by engine threads.
+
+    Writes replace whole immutable values and reads are single dict lookups, so no
+    lock is needed: a reader sees the value before or after a write, never a mix.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
         self._states: dict[str, PlaybackState] = {}
+        self._next_use: dict[str, NextUseHint] = {}
 
     def playback(self, request_id: str) -> PlaybackState | None:
         return self._states.get(request_id)
 
+    def next_use(self, request_id: str) -> float | None:
+        hint = self._next_use.get(request_id)
+        return None if hint is None else hint.at(self.clock())
+
     def publish(self, request_id: str, state: PlaybackState) -> None:
         self._states[request_id] = state
 
+    def publish_next_use(self, request_id: str, hint: NextUseHint) -> None:
+        self._next_use[request_id] = hint
+
     def withdraw(self, request_id: str) -> None:
         self._states.pop(request_id, None)
+        self._next_use.pop(request_id, None)
 
 
 def reply_states(started: bool, drained_at: float, frame_ms: float, frames_per_token: int,

@@ -11,6 +11,7 @@ import torch
 from stages.plan import StageOutput
 
 if TYPE_CHECKING:
+    from orchestrator.next_use import NextUseEstimator
     from orchestrator.turn import Turn
 
 
@@ -40,8 +41,9 @@ class SessionContext:
     generations; a turn holds its place until its thinker generation ends.
     """
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, next_use: NextUseEstimator) -> None:
         self.session_id = session_id
+        self.next_use = next_use
         self.thinker_id = f"{session_id}/thinker#0"
         self.num_rebuilds = 0
         self.segments: list[ContextSegment] = []

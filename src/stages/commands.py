@@ -41,4 +41,23 @@ class StopGeneration:
     keep_tokens: int | None = None
 
 
-Command = AddRequest | AppendInput | AbortRequest | StopGeneration
+@dataclass(frozen=True)
+class SpeechStarted:
+    """The user of a resident request started speaking; its next turn is expected in about `lead_s`.
+
+    The stage protects the request's KV and, when preload is on, starts bringing
+    offloaded KV back in the background.
+    """
+
+    request_id: str
+    lead_s: float
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Nothing to apply: wakes an idle engine (a KV transfer finished)."""
+
+    request_id: str = ""
+
+
+Command = AddRequest | AppendInput | AbortRequest | StopGeneration | SpeechStarted | Wake

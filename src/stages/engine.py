@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechStarted, StopGeneration, Wake
 from stages.plan import RunnerOutput, StageOutput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
@@ -32,6 +32,7 @@ class StageStatus:
     last_batch_size: int
     is_idle: bool
     policy_counters: dict[str, int] = field(default_factory=dict)  # cumulative, named by the policy
+    kv_counters: dict[str, float] = field(default_factory=dict)  # cumulative tier, transfer and reload figures
 
 
 @dataclass
@@ -112,10 +113,14 @@ class StageEngine:
     def _apply(self, command: Command) -> None:
         scheduler = self.scheduler
         try:
+            if isinstance(command, Wake):
+                return
             if isinstance(command, AddRequest):
                 scheduler.add(command.request)
             elif isinstance(command, AbortRequest):
                 scheduler.abort(command.request_id)
+            elif isinstance(command, SpeechStarted):
+                scheduler.speech_started(command.request_id, command.lead_s)
             elif command.request_id in scheduler.requests:
                 self._apply_to_request(command)
         except Exception as exc:  # a bad command fails its request, never the engine
@@ -148,7 +153,17 @@ class StageEngine:
             last_batch_size=self.stats.last_batch_size,
             is_idle=self._is_idle,
             policy_counters=self.scheduler.policy.counters,
+            kv_counters=self._kv_counters(),
         )
+
+    def _kv_counters(self) -> dict[str, float]:
+        residency = self.scheduler.residency
+        if residency is None or not residency.tiered:
+            return {}
+        reloads = residency.counters
+        return {**self.scheduler.kv.stats, "link_gbps": self.scheduler.kv.link_gbps,
+                "reload_critical_s": reloads.critical_s, "reload_background_s": reloads.background_s,
+                "reload_bytes": reloads.loaded_bytes, "load_fallbacks": reloads.load_fallbacks}
 
     def run(self) -> None:
         """The engine thread's loop: sleep on the command queue while nothing is ready."""
@@ -158,6 +173,8 @@ class StageEngine:
             outputs = self.step()
             if outputs:
                 self.emit(outputs)
+            elif self.scheduler.is_waiting_on_kv:  # ready work waits for KV transfers: sleep until one ends
+                self._apply_commands(wait_s=IDLE_WAIT_S)
 
     def _mark_idle(self) -> bool:
         """True (and idle is recorded) when no command is queued and nothing is ready."""
@@ -173,3 +190,5 @@ class StageEngine:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.scheduler.kv is not None:
+            self.scheduler.kv.close()

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from kvtier import KVCacheManager, KVPoolConfig
+from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig, eviction_policy_names
+from stages.commands import Wake
 from stages.config import SchedulerConfig
 from stages.engine import StageEngine
 from stages.interaction import InteractionView
+from stages.kv_residency import KVResidency
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM
@@ -24,20 +28,50 @@ from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
 from stages.runners.vocoder import VocoderRunner
 from stages.scheduler import Scheduler
-from stages.validation import require_positive_ints
+from stages.validation import require_number, require_positive_ints
 
+log = logging.getLogger(__name__)
 KINDS = ("encoder", "thinker", "talker", "vocoder")
 
 
 @dataclass(frozen=True)
 class KVSpec:
-    """How many KV blocks a stage gets; the per-block shape comes from its model."""
+    """A stage's KV: device blocks, and the host tier behind them; block shapes come from the model.
+
+    `eviction` names the tier policy: `none` (no host tier: memory pressure preempts
+    and recomputes), `lru` or `next_use` (a host tier of `host_blocks` blocks, 0 =
+    4x the device pool; copies paced to `emulated_link_gbps` gigabits/s when set).
+    `preload` loads offloaded KV back when the user starts speaking; warmed KV stays
+    protected for at most `warm_protect_s`.
+    """
 
     num_blocks: int = 1024
     block_size: int = 16
+    eviction: str = "none"
+    host_blocks: int = 0
+    emulated_link_gbps: float | None = None
+    preload: bool = False
+    warm_protect_s: float = 5.0
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "num_blocks", "block_size")
+        if self.eviction not in eviction_policy_names():
+            raise ValueError(f"eviction must be one of {eviction_policy_names()}, got {self.eviction!r}")
+        if not isinstance(self.host_blocks, int) or isinstance(self.host_blocks, bool) or self.host_blocks < 0:
+            raise ValueError(f"host_blocks must be an integer >= 0, got {self.host_blocks!r}")
+        require_number(self, "warm_protect_s", lambda v: 0 <= v < math.inf, "a finite number >= 0")
+        if self.emulated_link_gbps is not None:
+            require_number(self, "emulated_link_gbps", lambda v: 0 < v < math.inf, "a finite number > 0 or null")
+        if not isinstance(self.preload, bool):
+            raise ValueError(f"preload must be true or false, got {self.preload!r}")
+        if self.eviction == "none" and (self.preload or self.host_blocks):
+            raise ValueError("preload and host_blocks need a host tier: set eviction to lru or next_use")
+
+    @property
+    def host(self) -> HostTierConfig | None:
+        if self.eviction == "none":
+            return None
+        return HostTierConfig(self.host_blocks or 4 * self.num_blocks, self.emulated_link_gbps, self.warm_protect_s)
 
 
 @dataclass(frozen=True)
@@ -77,16 +111,22 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
                  view: InteractionView | None = None) -> StageEngine:
     """The stage's engine; its scheduler reads playback telemetry from `view` (None: none)."""
     model = build_model(spec)
-    kv = None
+    engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
+    kv = residency = None
     if spec.kv is not None:
         decoder = decoder_of(spec)
         kv = KVCacheManager(KVPoolConfig(
             num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=decoder.num_layers,
             num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim,
-        ))
+        ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
+        residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use")
+        if kv.link_gbps is not None:
+            log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
+                     spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.link_gbps)
     runner = {"encoder": EncoderRunner, "vocoder": VocoderRunner}.get(spec.kind)
     if runner is not None:
         runner = runner(model)
     else:
         runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv)
-    return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view), runner, emit)
+    engines.append(StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency), runner, emit))
+    return engines[0]

@@ -48,3 +48,8 @@ class InteractionView(ABC):
     @abstractmethod
     def playback(self, request_id: str) -> PlaybackState | None:
         """The request's playback state now, or None if unknown."""
+
+    def next_use(self, request_id: str) -> float | None:
+        """Predicted clock time at which a dormant request (a session's context between
+        turns) gets work again, or None if unknown. The same cheapness contract holds."""
+        return None

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from kvtier import KVCacheManager
 from stages.config import SchedulerConfig
 from stages.interaction import InteractionView
+from stages.kv_residency import KVResidency
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan, StageOutput
 from stages.policies import make_policy
 from stages.requests.base import RequestStatus, StageRequest
@@ -27,16 +28,23 @@ class Scheduler:
     end of the order; a waiting request may preempt idle residents only. Preemption
     frees the KV and sends the request back to WAITING for recomputation. A request
     that could never fit the pool fails.
+
+    With a host KV tier (see KVResidency), dormant residents are written back and,
+    before anything is preempted, their device blocks are evicted by the tier's
+    policy; a RUNNING request whose KV is away waits for it to load. While
+    transfers are in flight, a shortfall waits for them rather than preempting.
     """
 
     def __init__(self, config: SchedulerConfig, kv: KVCacheManager | None, clock: Callable[[], float],
-                 view: InteractionView | None = None) -> None:
+                 view: InteractionView | None = None, residency: KVResidency | None = None) -> None:
         self.config = config
         self.kv = kv
         self.clock = clock
         self.policy = make_policy(config, view, kv)
+        self.residency = residency or (KVResidency(kv, view, preload=False, protect_speaking=False) if kv else None)
         self.requests: dict[str, StageRequest] = {}
         self._outputs: list[StageOutput] = []
+        self._dormant: list[StageRequest] = []
         self.num_preemptions = 0
 
     def add(self, request: StageRequest) -> None:
@@ -60,9 +68,20 @@ class Scheduler:
     def num_ready(self) -> int:
         return sum(r.num_pending > 0 for r in self.requests.values())
 
+    @property
+    def is_waiting_on_kv(self) -> bool:
+        """True while a ready request waits for its KV to load."""
+        return self.residency is not None and self.residency.is_waiting
+
+    def speech_started(self, request_id: str, lead_s: float) -> None:
+        if self.residency is not None and request_id in self.requests:
+            self.residency.speech_started(request_id, lead_s, self.clock())
+
     def schedule(self) -> SchedulerPlan:
         now = self.clock()
         plan = SchedulerPlan()
+        if self.residency is not None:
+            self.residency.poll(now)
         ready = self._scan(now)
         if not ready:
             return plan
@@ -81,16 +100,20 @@ class Scheduler:
 
     def _scan(self, now: float) -> list[StageRequest]:
         """Reap finished requests and return those with pending work; any that just got some is ready since `now`."""
-        ready, finished = [], []
+        ready, finished, self._dormant = [], [], []
         for request in self.requests.values():
             if request.is_finished:
                 finished.append(request)
             elif request.num_pending > 0:
                 if request.ready_since is None:
                     request.ready_since = now
+                    if self.residency is not None:
+                        self.residency.woke(request)
                 ready.append(request)
             else:
                 request.ready_since = None
+                if request.is_dormant and request.status is RequestStatus.RUNNING:
+                    self._dormant.append(request)
         self._reap(finished)
         return ready
 
@@ -105,14 +128,26 @@ class Scheduler:
                 capacity = self.kv.pool.num_blocks * self.kv.block_size
                 self.fail(request, f"needs {request.num_known} tokens of KV; the pool holds {capacity}")
                 return None
+            if request.status is RequestStatus.RUNNING and not self._resident(request, plan):
+                return None
             if not self._reserve(request, request.num_computed + num_tokens, ordered, plan):
                 return None
         return ScheduledChunk(request, request.num_computed, num_tokens)
 
+    def _resident(self, request: StageRequest, plan: SchedulerPlan) -> bool:
+        """True when the request's KV is all on the device; else it waits for a load or,
+        with no room to load and nothing in flight, recomputes (preempted)."""
+        resident = self.residency.ensure_resident(request, self.clock())
+        if resident is None and not self.kv.has_transfers_in_flight:
+            self._preempt(request, plan)
+        return bool(resident)
+
     def _reserve(self, request: StageRequest, num_tokens: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
         assert self.kv is not None
         shortfall = self.kv.num_new_blocks(request.request_id, num_tokens) - self.kv.num_free_blocks
-        if shortfall > 0:
+        if shortfall > 0 and not self._evict(shortfall):
+            if self.residency.tiered and self.kv.has_transfers_in_flight:
+                return False
             victims = self._victims(request, ordered, plan, shortfall)
             if victims is None:
                 return False
@@ -120,6 +155,13 @@ class Scheduler:
                 self._preempt(victim, plan)
         self.kv.reserve(request.request_id, num_tokens)
         return True
+
+    def _evict(self, num_blocks: int) -> bool:
+        """Move `num_blocks` dormant device blocks to the host tier, by its policy; False: not possible."""
+        if not self.residency.tiered:
+            return False
+        self.residency.refresh_hints(self._dormant, self.clock())
+        return self.kv.num_evictable_blocks() >= num_blocks and self.kv.evict(num_blocks)
 
     def _victims(
         self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan, shortfall: int
@@ -146,6 +188,7 @@ class Scheduler:
     def _preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
         if self.kv is not None:
             self.kv.free(victim.request_id)
+            self.residency.forget(victim.request_id)
         victim.reset_computed()
         victim.status = RequestStatus.WAITING
         plan.preempted.append(victim.request_id)
@@ -155,6 +198,7 @@ class Scheduler:
         del self.requests[request.request_id]
         if self.kv is not None:
             self.kv.free(request.request_id)
+            self.residency.forget(request.request_id)
         request.status = RequestStatus.FINISHED
 
     def _reap(self, finished: list[StageRequest]) -> None:
@@ -168,7 +212,7 @@ class Scheduler:
         Only a committed chunk can finish a request here: commands that end one are
         applied between steps, and the next `schedule` reaps what they finished.
         """
-        finished = []
+        finished, now = [], self.clock()
         for chunk in plan.chunks:
             request = chunk.request
             if request.request_id not in self.requests:
@@ -176,6 +220,8 @@ class Scheduler:
             payload = request.advance(chunk.num_tokens, output.results.get(request.request_id))
             if request.num_pending == 0:
                 request.ready_since = None
+                if request.is_dormant and self.residency is not None:
+                    self.residency.went_dormant(request, now)
             if payload is not None:
                 self._outputs.append(StageOutput(request.request_id, payload))
             if request.is_finished:

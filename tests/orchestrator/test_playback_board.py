@@ -8,7 +8,9 @@ import pytest
 
 from orchestrator.events import AudioDelta, TurnDone
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.playback_board import NOT_STARTED, PlaybackBoard, reply_states
+from orchestrator.config import InteractionPriors
+from orchestrator.next_use import NextUseEstimator
+from orchestrator.playback_board import NOT_STARTED, NextUseHint, PlaybackBoard, reply_states
 from orchestrator.turn import TurnRequest
 from stages.interaction import PlaybackState
 
@@ -26,13 +28,37 @@ def test_stage_aware_buffers_add_up_downstream_work():
 
 
 def test_board_lookups_and_withdrawal():
-    board = PlaybackBoard()
-    assert board.playback("x") is None
+    board = PlaybackBoard(lambda: 10.0)
+    assert board.playback("x") is None and board.next_use("x") is None
     board.publish("x", NOT_STARTED)
+    board.publish_next_use("x", NextUseHint(drained_at=12.0, reply_gap_s=1.5))
     assert board.playback("x") is NOT_STARTED
+    assert board.next_use("x") == pytest.approx(13.5)  # 2 s of playback left, then the usual gap
     board.withdraw("x")
     board.withdraw("x")
-    assert board.playback("x") is None
+    assert board.playback("x") is None and board.next_use("x") is None
+
+
+def test_next_use_counts_remaining_playback_only_while_it_lasts():
+    hint = NextUseHint(drained_at=5.0, reply_gap_s=2.0)
+    assert hint.at(4.0) == 7.0
+    assert hint.at(9.0) == 11.0  # playback over: the gap runs from now
+    assert NextUseHint(5.0, 2.0, speaking=True).at(4.0) == 4.0
+
+
+def test_estimator_learns_the_users_reply_gap_and_speech_lead():
+    estimator = NextUseEstimator(InteractionPriors(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
+    assert estimator.hint(0.0) == NextUseHint(0.0, 2.0)
+    estimator.on_playback(drained_at=10.0)
+    estimator.on_speech_started(now=11.0)  # replied 1 s after playback ended: gap (2 + 1) / 2
+    assert estimator.reply_gap_s == pytest.approx(1.5)
+    assert estimator.hint(11.0).at(11.0) == 11.0  # speaking: needed now
+    estimator.on_turn_started(now=14.0)  # 3 s from speech start to the turn: lead (1 + 3) / 2
+    assert estimator.lead_s == pytest.approx(2.0)
+    assert estimator.hint(14.0).at(14.0) == pytest.approx(15.5)
+    estimator.on_playback(drained_at=20.0)
+    estimator.on_speech_started(now=18.0)  # barge-in before the end: a gap of 0
+    assert estimator.reply_gap_s == pytest.approx(0.75)
 
 
 def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
@@ -47,7 +73,9 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
             while not isinstance(event := await asyncio.wait_for(turn.events.get(), 30), TurnDone):
                 if isinstance(event, AudioDelta) and first_audio is None:
                     first_audio = event
-                    orch.note_playback("s", True, orch.clock() + 2.0)
+                    drained_at = orch.clock() + 2.0
+                    orch.note_playback("s", True, drained_at)
+                    next_use = orch.board.next_use(session.thinker_id) - drained_at
                     during = {kind: orch.board.playback(rid) for kind, rid in
                               (("thinker", session.thinker_id), ("talker", turn.ids["talker"]),
                                ("vocoder", turn.ids["vocoder"]))}
@@ -57,9 +85,10 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
             closed = orch.board.playback(session.thinker_id)
         finally:
             await orch.stop()
-        return turn, during, after, closed
+        return turn, during, after, closed, next_use
 
-    turn, during, after, closed = asyncio.run(scenario())
+    turn, during, after, closed, next_use = asyncio.run(scenario())
+    assert next_use == pytest.approx(pipeline.interaction.reply_gap_s)  # playback end + the prior reply gap
     assert all(state.started for state in during.values())
     assert during["vocoder"].queued_ms == 0.0
     assert during["thinker"].queued_ms >= during["talker"].queued_ms >= 0.0

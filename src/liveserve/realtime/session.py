@@ -121,6 +121,7 @@ class RealtimeSession:
         if isinstance(event, SpeechStarted):
             self.pending_user_item = new_id("item")
             self.speech_start_ms = event.audio_start_ms
+            self.orch.note_speech_started(self.session_id)
             self.emit("input_audio_buffer.speech_started", audio_start_ms=event.audio_start_ms,
                       item_id=self.pending_user_item)
         elif isinstance(event, BargeIn) and self.settings.turn_detection.interrupt_response:

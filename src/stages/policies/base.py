@@ -32,7 +32,9 @@ class SchedulingPolicy(ABC):
       every request it is given: a stage with ready work never idles.
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
-      round stale); their names are the policy's own.
+      round stale); their names are the policy's own, read this way by exporters:
+      `rounds` counts rounds ordered, any other name the ready requests put in that
+      class, summed over rounds.
     """
 
     def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,

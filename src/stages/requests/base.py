@@ -26,7 +26,10 @@ class StageRequest(ABC):
       them, and returns the payload to emit downstream (or None);
     - `reset_computed()` forgets computed work after preemption; inputs and sampled
       outputs are kept, so recomputation reproduces them;
-    - `is_finished` becomes true when nothing more can ever arrive or be computed.
+    - `is_finished` becomes true when nothing more can ever arrive or be computed;
+    - `is_dormant` is true while the request waits for a whole new unit of work
+      (a session's context between turns), not for the rest of one in progress:
+      only a dormant request's KV may move to a slower tier.
     The scheduler owns `status`, `last_scheduled_time` and `ready_since` (the clock
     time of the round that last saw the request go from no pending work to some; None
     while it has none). Only the stage engine's thread touches a request once it is
@@ -61,6 +64,10 @@ class StageRequest(ABC):
     @abstractmethod
     def append(self, data: Any, close: bool = False) -> None:
         """Accept more input; `close` says no more will come."""
+
+    @property
+    def is_dormant(self) -> bool:
+        return False
 
     def reset_computed(self) -> None:
         self.num_computed = 0

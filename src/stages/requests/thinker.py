@@ -63,6 +63,10 @@ class ThinkerRequest(StageRequest):
     def is_finished(self) -> bool:
         return self.is_closed and not self.is_generating
 
+    @property
+    def is_dormant(self) -> bool:
+        return not self.is_generating and self.num_pending == 0
+
     def wants_sample(self, end: int) -> bool:
         return self.is_generating and end == len(self.token_ids)
 

@@ -1,0 +1,108 @@
+"""The scheduler's side of two-tier KV: what each request's KV is doing, hints, loads and their cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvtier import KVCacheManager, TransferDone
+from stages.interaction import InteractionView
+from stages.requests.base import RequestStatus, StageRequest
+
+
+@dataclass
+class ReloadCounters:
+    """Cumulative reload figures of one stage (seconds, bytes, counts)."""
+
+    critical_s: float = 0.0      # ready requests waiting for their KV to come back
+    background_s: float = 0.0    # load transfer time nobody waited for (preloads)
+    loaded_bytes: int = 0
+    load_fallbacks: int = 0      # no room to load: the request recomputes instead
+
+
+class KVResidency:
+    """Keeps kvtier told what each request's KV is doing, and times reloads.
+
+    - A RUNNING request that goes dormant becomes evictable, with a next-use hint
+      from the view (`now` when unknown, so sessions we know nothing about are
+      evicted last), and is written back to the host tier in the background; one
+      that gets work again is in use, never a victim.
+    - `ensure_resident` is asked before a RUNNING request is planned: True when all
+      its KV is on the device; otherwise it starts (or promotes) a foreground load
+      and the request waits. The wait, from the round that found the KV away to the
+      load's completion, is reload time on the critical path; load time nobody
+      waited for is off it.
+    - `speech_started` protects the request's KV for the expected lead time (when
+      `protect_speaking`) and, when `preload` is on, starts a background load.
+    Without a host tier every call is a no-op and every request is resident.
+    """
+
+    def __init__(self, kv: KVCacheManager, view: InteractionView | None, preload: bool, protect_speaking: bool) -> None:
+        self.kv = kv
+        self.view = view
+        self.preload = preload
+        self.protect_speaking = protect_speaking
+        self.tiered = kv.link_gbps is not None
+        self.counters = ReloadCounters()
+        self._waiting_since: dict[str, float] = {}
+
+    @property
+    def is_waiting(self) -> bool:
+        return bool(self._waiting_since)
+
+    def went_dormant(self, request: StageRequest, now: float) -> None:
+        if self.tiered and request.status is RequestStatus.RUNNING:
+            self.kv.set_evictable(request.request_id, True)
+            self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
+            self.kv.store(request.request_id)
+
+    def woke(self, request: StageRequest) -> None:
+        if self.tiered and request.status is RequestStatus.RUNNING:
+            self.kv.set_evictable(request.request_id, False)
+
+    def refresh_hints(self, dormant: list[StageRequest], now: float) -> None:
+        """Update next-use hints of dormant residents (before choosing victims)."""
+        for request in dormant:
+            self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
+
+    def _next_use(self, request_id: str, now: float) -> float:
+        at = self.view.next_use(request_id) if self.view is not None else None
+        return now if at is None else at
+
+    def ensure_resident(self, request: StageRequest, now: float) -> bool | None:
+        """True: resident. False: a load is under way, wait. None: no room to load it."""
+        request_id = request.request_id
+        if not self.tiered or self.kv.is_resident(request_id):
+            return True
+        if request_id not in self._waiting_since:
+            if not self.kv.load(request_id):
+                self.counters.load_fallbacks += 1
+                return None
+            self._waiting_since[request_id] = now
+        return False
+
+    def speech_started(self, request_id: str, lead_s: float, now: float) -> str | None:
+        """Protect and preload a resident request whose user started speaking; the preload outcome."""
+        if not self.tiered:
+            return None
+        if self.protect_speaking:
+            self.kv.protect(request_id, now + lead_s)
+        return self.kv.preload(request_id, lead_s) if self.preload else None
+
+    def forget(self, request_id: str) -> None:
+        self._waiting_since.pop(request_id, None)
+
+    def poll(self, now: float) -> None:
+        """Complete finished transfers and account for loads."""
+        if not self.tiered:
+            return
+        for done in self.kv.poll():
+            if done.kind == "load":
+                self._account_load(done, now)
+
+    def _account_load(self, done: TransferDone, now: float) -> None:
+        since = self._waiting_since.pop(done.seq, None)
+        waited = 0.0 if since is None else now - since
+        self.counters.critical_s += waited
+        self.counters.background_s += max(0.0, done.seconds - waited)
+        if not done.cancelled:
+            self.counters.loaded_bytes += done.num_bytes

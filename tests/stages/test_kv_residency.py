@@ -1,0 +1,180 @@
+"""The scheduler over a two-tier KV pool: dormant sessions move to the host instead of being
+recomputed, come back on their next turn (waiting on the critical path, or preloaded off it),
+and the KV they come back with is the KV they left with."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig
+from stages.config import SamplingParams, SchedulerConfig
+from stages.interaction import InteractionView, PlaybackState
+from stages.kv_residency import KVResidency
+from stages.plan import RunnerOutput, SchedulerPlan
+from stages.requests import TurnInput
+from stages.runners.base import ModelRunner
+from stages.scheduler import Scheduler
+from tests.stages.scheduler_harness import FakeClock, thinker
+
+BLOCK = 4
+
+
+class KVWritingRunner(ModelRunner):
+    """Writes a number naming (request, position, token) into the real KV tensors, and before
+    every chunk reads the whole context back: KV lost or mixed up in a tier move fails here."""
+
+    def __init__(self, kv: KVCacheManager) -> None:
+        self.kv = kv
+        self.keys = kv.cache.layer(0)[0].view(-1)
+
+    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
+        results = {}
+        for chunk in plan.chunks:
+            seq, request = chunk.request.request_id, chunk.request
+            slots = self.kv.slot_ids(seq, 0, chunk.end)
+            expected = [self._code(seq, p, request.token_ids[p]) for p in range(chunk.start)]
+            assert self.keys[slots[: chunk.start]].tolist() == expected, f"{seq}: KV lost in a tier move"
+            self.keys[slots[chunk.start:]] = torch.tensor(
+                [self._code(seq, p, request.token_ids[p]) for p in range(chunk.start, chunk.end)])
+            if request.wants_sample(chunk.end):
+                results[seq] = (3 + chunk.end % 50, torch.zeros(1))
+        return RunnerOutput(results)
+
+    @staticmethod
+    def _code(seq: str, position: int, token: int) -> float:
+        return float(ord(seq[-1]) * 100_000 + position * 100 + token)
+
+
+class NextUseView(InteractionView):
+    def __init__(self) -> None:
+        self.next_use_at: dict[str, float] = {}
+
+    def playback(self, request_id: str) -> PlaybackState | None:
+        return None
+
+    def next_use(self, request_id: str) -> float | None:
+        return self.next_use_at.get(request_id)
+
+
+def make(eviction: str, num_blocks: int, preload: bool = False, view: InteractionView | None = None):
+    clock = FakeClock()
+    config = KVPoolConfig(num_blocks=num_blocks, num_layers=1, num_kv_heads=1, head_dim=1, block_size=BLOCK)
+    host = None if eviction == "none" else HostTierConfig(4 * num_blocks)
+    kv = KVCacheManager(config, host, eviction, clock, transfer_mode="inline" if host else "thread")
+    residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use")
+    scheduler = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64), kv, clock, view, residency)
+    return scheduler, KVWritingRunner(kv), kv, clock
+
+
+def run(scheduler: Scheduler, runner: KVWritingRunner, kv: KVCacheManager, rounds: int = 40) -> list:
+    """Rounds until nothing is ready, copying whatever transfers are queued after each one."""
+    plans = []
+    for _ in range(rounds):
+        plan = scheduler.schedule()
+        scheduler.check_integrity()
+        scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
+        scheduler.check_integrity()
+        plans.append(plan)
+        if kv.worker is not None:
+            kv.worker.run_all()
+        if scheduler.num_ready == 0 and not kv.has_transfers_in_flight:
+            scheduler.schedule()  # completes the last transfers
+            break
+    return plans
+
+
+def next_turn(scheduler: Scheduler, seq: str, tokens: list[int], max_tokens: int = 2) -> None:
+    request = scheduler.requests[seq]
+    request.append(TurnInput(tokens, sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens)))
+
+
+def three_sessions(scheduler: Scheduler, runner, kv) -> None:
+    """a, b, c each run a first turn of 10 + 2 tokens (3 blocks each) and go dormant."""
+    for seq in "abc":
+        scheduler.add(thinker(f"s/{seq}", 0.0, list(range(1, 11)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)
+
+
+@pytest.mark.parametrize("eviction", ["lru", "next_use"])
+def test_pressure_moves_dormant_sessions_to_the_host_instead_of_recomputing(eviction):
+    scheduler, runner, kv, clock = make(eviction, num_blocks=12)
+    three_sessions(scheduler, runner, kv)
+    assert kv.num_used_blocks == 9 and kv.stats["stores_bytes"] > 0  # dormant, and written back
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))  # needs 6 blocks: 3 free
+    run(scheduler, runner, kv)
+    assert scheduler.num_preemptions == 0
+    offloaded = [seq for seq in ("s/a", "s/b", "s/c") if kv.num_offloaded_blocks(seq)]
+    assert offloaded and kv.stats["evictions"] >= 3
+    victim = offloaded[0]
+    clock.t = 2.0
+    next_turn(scheduler, victim, [7, 8])  # its next turn: the KV comes back before anything runs
+    plans = run(scheduler, runner, kv)
+    assert kv.is_resident(victim) and kv.num_offloaded_blocks(victim) == 0
+    assert any(c.request.request_id == victim for p in plans for c in p.chunks)  # ran on the reloaded KV
+    assert scheduler.residency.counters.loaded_bytes > 0 and scheduler.num_preemptions == 0
+
+
+def test_without_a_host_tier_pressure_preempts_and_recomputes():
+    scheduler, runner, kv, _ = make("none", num_blocks=12)
+    three_sessions(scheduler, runner, kv)
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)
+    assert kv.link_gbps is None and scheduler.num_preemptions >= 1
+    dropped = [seq for seq in ("s/a", "s/b", "s/c") if kv.num_blocks_held(seq) == 0]
+    assert dropped and all(scheduler.requests[seq].num_computed == 0 for seq in dropped)  # to be recomputed
+
+
+def test_next_use_evicts_the_session_needed_last_and_lru_the_one_idle_longest():
+    victims = {}
+    for eviction in ("lru", "next_use"):
+        view = NextUseView()
+        scheduler, runner, kv, clock = make(eviction, num_blocks=12, view=view)
+        three_sessions(scheduler, runner, kv)  # a went dormant first: LRU's victim
+        view.next_use_at.update({"s/a": 3.0, "s/b": 50.0, "s/c": 9.0})  # b's user listens longest
+        scheduler.add(thinker("s/d", 1.0, list(range(1, 13)), max_tokens=1, close=False))  # 4 blocks: 1 short
+        run(scheduler, runner, kv)
+        victims[eviction] = [seq for seq in ("s/a", "s/b", "s/c") if kv.num_offloaded_blocks(seq)]
+    assert victims == {"lru": ["s/a"], "next_use": ["s/b"]}
+
+
+def test_a_turn_whose_kv_is_away_waits_for_the_load_on_the_critical_path():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, view=view)
+    three_sessions(scheduler, runner, kv)
+    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)
+    assert kv.num_offloaded_blocks("s/a") == 3
+    clock.t = 2.0
+    next_turn(scheduler, "s/a", [7, 8])
+    plan = scheduler.schedule()  # starts the load; a waits
+    assert "s/a" not in [c.request.request_id for c in plan.chunks] and scheduler.is_waiting_on_kv
+    scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
+    clock.t = 2.25  # the copy takes a while
+    kv.worker.run_all()
+    run(scheduler, runner, kv)
+    assert scheduler.residency.counters.critical_s == pytest.approx(0.25)
+    assert scheduler.residency.counters.background_s == pytest.approx(0.0, abs=0.01)
+
+
+def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
+    three_sessions(scheduler, runner, kv)
+    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)
+    assert kv.num_offloaded_blocks("s/a") == 3
+    scheduler.abort("s/d")  # room for a to come back
+    clock.t = 2.0
+    scheduler.speech_started("s/a", lead_s=1.5)
+    assert kv.stats["preloads_admitted"] == 1
+    kv.worker.run_all()
+    scheduler.schedule()  # completes the preload
+    assert kv.is_resident("s/a")
+    clock.t = 3.5
+    next_turn(scheduler, "s/a", [7, 8])
+    run(scheduler, runner, kv)
+    assert kv.stats["preloads_hit"] == 1
+    assert scheduler.residency.counters.critical_s == 0.0 and scheduler.residency.counters.loaded_bytes > 0
