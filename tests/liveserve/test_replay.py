@@ -79,7 +79,6 @@ def test_cli_starts_a_fresh_server_per_run_and_writes_the_result(tmp_path, capsy
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--policy", "liveserve"], "policy preset 'liveserve' (urgency scheduling, next_use KV eviction, preload) is not available"),
     (["--dataset", "sharegpt"], "dataset_path is required"),
     (["--url", "ws://10.0.0.1:8000/v1/realtime"], "loopback"),
 ])

@@ -106,14 +106,17 @@ def test_presets_override_every_stage_and_validate_through_the_server_config():
     assert "eviction" not in raw["stages"]["thinker"]["kv"]  # the input is not modified
 
 
-def test_a_preset_this_build_lacks_says_which_component():
+def test_a_preset_the_server_refuses_says_which_component():
     source = default_config_path()
-    with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' \(fcfs scheduling, lru KV eviction\).*not available.*kv.eviction"):
-        derive_config("fcfs-lru", read_config_data(source), source)
-    raw, config = derive_config("liveserve-nooffload", read_config_data(source), source)
-    assert config.pipeline.talker.scheduler.policy == "urgency"
+    data = read_config_data(source)
+    data["stages"]["thinker"]["kv"]["host_blocks"] = -1  # a host tier the server refuses
+    with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' \(fcfs scheduling, lru KV eviction\) cannot run.*"
+                                                 r"stages.thinker.kv: host_blocks must be an integer >= 0"):
+        derive_config("fcfs-lru", data, source)
     with pytest.raises(PresetUnavailable, match="unknown policy preset 'lifo'"):
         derive_config("lifo", read_config_data(source), source)
+    for name in PRESETS:  # this build has every component
+        derive_config(name, read_config_data(source), source)
 
 
 def test_kv_figures_are_differences_of_what_the_server_exports():

@@ -1,11 +1,11 @@
-"""Prometheus metrics of one server: sessions, first-audio latency, RTF, stages, KV."""
+"""Prometheus metrics of one server: sessions, first-audio latency, RTF, stages, scheduling, KV."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from orchestrator.events import TurnUsage, UnheardWork
@@ -40,6 +40,91 @@ class StageCollector(Collector):
         yield from families.values()
 
 
+class SchedulerCollector(Collector):
+    """Per-stage counters of the scheduling policy, read at scrape time.
+
+    A policy's counters (`StageStatus.policy_counters`) are `rounds`, the rounds it
+    ordered, and per class the ready requests it put there, summed over rounds; they
+    are exported as `liveserve_scheduler_rounds_total{stage}` and
+    `liveserve_scheduler_requests_total{stage,class}`. A stage whose policy counts
+    nothing (fcfs) has no samples.
+    """
+
+    def __init__(self, statuses: Callable[[], Iterable[StageStatus]]) -> None:
+        self.statuses = statuses
+
+    def collect(self):
+        rounds = CounterMetricFamily("liveserve_scheduler_rounds", "Scheduling rounds ordered by the stage's policy",
+                                     labels=["stage"])
+        requests = CounterMetricFamily(
+            "liveserve_scheduler_requests", "Ready requests per policy class, summed over rounds (urgency: u0 "
+            "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, held past p_max "
+            "while others ran, held_served past p_max and served as nothing else was ready)",
+            labels=["stage", "class"])
+        for s in self.statuses():
+            for name, value in s.policy_counters.items():
+                if name == "rounds":
+                    rounds.add_metric([s.name], value)
+                else:
+                    requests.add_metric([s.name, name], value)
+        yield rounds
+        yield requests
+
+
+PRELOAD_OUTCOMES = ("admitted", "resident", "too_late", "no_room", "completed", "cancelled", "promoted", "hit")
+TRANSFERS = ("stores", "loads_foreground", "loads_background")
+
+
+class KVTierCollector(Collector):
+    """Per-stage figures of a host KV tier (`StageStatus.kv_counters`), read at scrape time.
+
+    Reload seconds are split by whether a ready request waited for them (`critical`)
+    or nobody did (`background`: preloads that finished in time). A stage without a
+    host tier has no samples.
+    """
+
+    def __init__(self, statuses: Callable[[], Iterable[StageStatus]]) -> None:
+        self.statuses = statuses
+
+    def collect(self):
+        reload = CounterMetricFamily("liveserve_kv_reload_seconds", "Time KV reloads took, by whether a ready "
+                                     "request waited for them", labels=["stage", "path"])
+        transfer_bytes = CounterMetricFamily("liveserve_kv_transfer_bytes", "Bytes copied between device and host",
+                                             labels=["stage", "transfer"])
+        transfer_seconds = CounterMetricFamily("liveserve_kv_transfer_seconds", "Time spent copying between device "
+                                               "and host (paced to the emulated link when set)",
+                                               labels=["stage", "transfer"])
+        preloads = CounterMetricFamily("liveserve_kv_preloads", "Speech-triggered preloads by outcome",
+                                       labels=["stage", "outcome"])
+        evictions = CounterMetricFamily("liveserve_kv_evictions", "Device KV blocks evicted to the host",
+                                        labels=["stage", "policy"])
+        fallbacks = CounterMetricFamily("liveserve_kv_fallbacks", "Tier work that fell back: a load with no room "
+                                        "(recomputed), a store with no host room", labels=["stage", "kind"])
+        host = GaugeMetricFamily("liveserve_kv_host_blocks", "Host KV blocks in use now and at peak",
+                                 labels=["stage", "when"])
+        link = GaugeMetricFamily("liveserve_kv_link_gbps", "Device-host link rate measured at start-up",
+                                 labels=["stage"])
+        for s in self.statuses():
+            c = s.kv_counters
+            if not c:
+                continue
+            reload.add_metric([s.name, "critical"], c["reload_critical_s"])
+            reload.add_metric([s.name, "background"], c["reload_background_s"])
+            for transfer in TRANSFERS:
+                transfer_bytes.add_metric([s.name, transfer], c[f"{transfer}_bytes"])
+                transfer_seconds.add_metric([s.name, transfer], c[f"{transfer}_seconds"])
+            for outcome in PRELOAD_OUTCOMES:
+                preloads.add_metric([s.name, outcome], c[f"preloads_{outcome}"])
+            for policy in ("lru", "next_use"):
+                evictions.add_metric([s.name, policy], c[f"evictions_{policy}"])
+            fallbacks.add_metric([s.name, "load"], c["load_fallbacks"])
+            fallbacks.add_metric([s.name, "store"], c["stores_skipped"])
+            host.add_metric([s.name, "now"], c["host_blocks_used"])
+            host.add_metric([s.name, "peak"], c["host_blocks_peak"])
+            link.add_metric([s.name], c["link_gbps"])
+        yield from (reload, transfer_bytes, transfer_seconds, preloads, evictions, fallbacks, host, link)
+
+
 class ServerMetrics:
     """The server's registry; sessions report into it, /metrics renders it."""
 
@@ -64,6 +149,8 @@ class ServerMetrics:
             self.generated_units.labels(stage)
             self.unheard_units.labels(stage)
         self.registry.register(StageCollector(statuses))
+        self.registry.register(SchedulerCollector(statuses))
+        self.registry.register(KVTierCollector(statuses))
 
     def observe_ttfp(self, seconds: float) -> None:
         self.ttfp.observe(seconds)

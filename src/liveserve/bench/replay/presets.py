@@ -84,6 +84,6 @@ def derive_config(name: str, data: object, source: Path) -> tuple[dict, LiveServ
         return derived, parse_config(derived, source)
     except ConfigError as exc:
         raise PresetUnavailable(
-            f"policy preset {name!r} ({preset.components}) is not available in this build: "
-            f"the server refuses its config ({exc})"
+            f"policy preset {name!r} ({preset.components}) cannot run here: the server refuses the config "
+            f"it derives ({exc})"
         ) from None
