@@ -240,6 +240,11 @@ class KVCacheManager:
             return num_blocks == 0
         return self._offloader.evict(num_blocks)
 
+    def evict_beyond(self, horizon: float) -> int:
+        """Evict, whatever the pressure, the backed device blocks of every candidate predicted to be
+        next used after clock time `horizon` (KV that follows the conversation); how many."""
+        return 0 if self._offloader is None else self._offloader.evict_beyond(horizon)
+
     def load(self, seq: Hashable, background: bool = False) -> bool:
         """Start bringing the offloaded suffix of `seq` back; False (nothing changed) if no room can be made.
 

@@ -98,6 +98,16 @@ class Offloader:
         self.counters.add(f"evictions_{self.policy.name}", num_blocks)
         return True
 
+    def evict_beyond(self, horizon: float) -> int:
+        """Evict every ready candidate's backed blocks whose predicted next use is after `horizon`."""
+        self.candidates.expire(self.clock())
+        ready, total = self.candidates.ready, 0
+        while len(ready) and ready.peek().hint.next_use > horizon:
+            offered = ready.offered(ready.peek())
+            self.evict(offered)  # the top candidate's blocks, all of them
+            total += offered
+        return total
+
     def store(self, state: SequenceKV) -> None:
         """Write back the device blocks without a valid host copy (none if a transfer is in flight)."""
         first, device = len(state.host_ids), state.table.block_ids

@@ -37,6 +37,10 @@ class VictimHeap(Generic[T]):
     def offered(self, item: T) -> int:
         return self._offered.get(item, 0)
 
+    def peek(self) -> T:
+        """The item with the smallest key (the heap must not be empty)."""
+        return self._heap.peek()
+
     def key_of(self, item: T) -> Any:
         return self._heap.key_of(item)
 

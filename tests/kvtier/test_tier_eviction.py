@@ -106,6 +106,21 @@ def test_next_use_empties_the_farthest_then_takes_the_next_ones_suffix():
     kv.check_integrity()
 
 
+def test_evict_beyond_offloads_whatever_is_needed_after_the_horizon_and_nothing_else():
+    kv = make_tiered("next_use", num_blocks=12, host_blocks=12)
+    idle(kv, "soon", 4, next_use=2.0)
+    idle(kv, "later", 4, next_use=8.0)
+    idle(kv, "last", 6, next_use=30.0)
+    kv.protect("last", until=1.0)  # waits out its protection first
+    assert kv.evict_beyond(5.0) == 2  # only "later": "last" is protected, "soon" is near
+    assert kv.num_offloaded_blocks("later") == 2 and kv.is_resident("soon") and kv.is_resident("last")
+    kv.check_integrity()
+    kv.clock.t = 1.5
+    assert kv.evict_beyond(5.0) == 3 and kv.num_offloaded_blocks("last") == 3
+    assert kv.evict_beyond(5.0) == 0 and kv.is_resident("soon")
+    kv.check_integrity()
+
+
 def test_next_use_follows_hint_changes():
     kv = make_tiered("next_use")
     idle(kv, "a", 4, next_use=10.0)
