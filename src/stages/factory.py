@@ -42,7 +42,9 @@ class KVSpec:
     and recomputes), `lru` or `next_use` (a host tier of `host_blocks` blocks, 0 =
     4x the device pool; copies paced to `emulated_link_gbps` gigabits/s when set).
     `preload` loads offloaded KV back when the user starts speaking; warmed KV stays
-    protected for at most `warm_protect_s`.
+    protected for at most `warm_protect_s`. `idle_offload_s` (next_use with preload
+    only; null: off) moves a dormant session's KV to the host whenever its next use
+    is predicted further away than that, memory pressure or not.
     """
 
     num_blocks: int = 1024
@@ -52,6 +54,7 @@ class KVSpec:
     emulated_link_gbps: float | None = None
     preload: bool = False
     warm_protect_s: float = 5.0
+    idle_offload_s: float | None = None
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "num_blocks", "block_size")
@@ -66,6 +69,10 @@ class KVSpec:
             raise ValueError(f"preload must be true or false, got {self.preload!r}")
         if self.eviction == "none" and (self.preload or self.host_blocks):
             raise ValueError("preload and host_blocks need a host tier: set eviction to lru or next_use")
+        if self.idle_offload_s is not None:
+            require_number(self, "idle_offload_s", lambda v: 0 <= v < math.inf, "a finite number >= 0 or null")
+            if self.eviction != "next_use" or not self.preload:
+                raise ValueError("idle_offload_s needs eviction next_use with preload (speech brings the KV back)")
 
     @property
     def host(self) -> HostTierConfig | None:
@@ -119,7 +126,8 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
             num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=decoder.num_layers,
             num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim,
         ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
-        residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use")
+        residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use",
+                                idle_offload_s=spec.kv.idle_offload_s)
         if kv.link_gbps is not None:
             log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
                      spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.link_gbps)

@@ -8,6 +8,8 @@ from kvtier import KVCacheManager, TransferDone
 from stages.interaction import InteractionView
 from stages.requests.base import RequestStatus, StageRequest
 
+SWEEP_S = 0.1
+
 
 @dataclass
 class ReloadCounters:
@@ -33,14 +35,20 @@ class KVResidency:
       waited for is off it.
     - `speech_started` protects the request's KV for the expected lead time (when
       `protect_speaking`) and, when `preload` is on, starts a background load.
+    - With `idle_offload_s` set, `sweep` (at most every SWEEP_S) moves to the host the
+      KV of dormant requests not needed for that long, pressure or not, so that
+      device residency follows the conversation; speech brings it back (preload).
     Without a host tier every call is a no-op and every request is resident.
     """
 
-    def __init__(self, kv: KVCacheManager, view: InteractionView | None, preload: bool, protect_speaking: bool) -> None:
+    def __init__(self, kv: KVCacheManager, view: InteractionView | None, preload: bool, protect_speaking: bool,
+                 idle_offload_s: float | None = None) -> None:
         self.kv = kv
         self.view = view
         self.preload = preload
         self.protect_speaking = protect_speaking
+        self.idle_offload_s = idle_offload_s
+        self._next_sweep = 0.0
         self.tiered = kv.link_gbps is not None
         self.counters = ReloadCounters()
         self._waiting_since: dict[str, float] = {}
@@ -63,6 +71,13 @@ class KVResidency:
         """Update next-use hints of dormant residents (before choosing victims)."""
         for request in dormant:
             self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
+
+    def sweep(self, dormant: list[StageRequest], now: float) -> None:
+        if self.idle_offload_s is None or now < self._next_sweep or not dormant:
+            return
+        self._next_sweep = now + SWEEP_S
+        self.refresh_hints(dormant, now)
+        self.kv.evict_beyond(now + self.idle_offload_s)
 
     def _next_use(self, request_id: str, now: float) -> float:
         at = self.view.next_use(request_id) if self.view is not None else None

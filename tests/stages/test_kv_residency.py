@@ -57,12 +57,13 @@ class NextUseView(InteractionView):
         return self.next_use_at.get(request_id)
 
 
-def make(eviction: str, num_blocks: int, preload: bool = False, view: InteractionView | None = None):
+def make(eviction: str, num_blocks: int, preload: bool = False, view: InteractionView | None = None,
+         idle_offload_s: float | None = None):
     clock = FakeClock()
     config = KVPoolConfig(num_blocks=num_blocks, num_layers=1, num_kv_heads=1, head_dim=1, block_size=BLOCK)
     host = None if eviction == "none" else HostTierConfig(4 * num_blocks)
     kv = KVCacheManager(config, host, eviction, clock, transfer_mode="inline" if host else "thread")
-    residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use")
+    residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use", idle_offload_s=idle_offload_s)
     scheduler = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64), kv, clock, view, residency)
     return scheduler, KVWritingRunner(kv), kv, clock
 
@@ -178,3 +179,19 @@ def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it
     run(scheduler, runner, kv)
     assert kv.stats["preloads_hit"] == 1
     assert scheduler.residency.counters.critical_s == 0.0 and scheduler.residency.counters.loaded_bytes > 0
+
+
+def test_dormant_kv_not_needed_soon_leaves_the_device_without_pressure():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=40, preload=True, view=view, idle_offload_s=5.0)
+    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
+    three_sessions(scheduler, runner, kv)
+    clock.t = 1.0
+    scheduler.schedule()  # the sweep: a and c are needed more than 5 s from now, b is not
+    assert [kv.num_offloaded_blocks(s) for s in ("s/a", "s/b", "s/c")] == [3, 0, 3]
+    assert kv.num_used_blocks == 3 and scheduler.num_preemptions == 0
+    scheduler.speech_started("s/c", lead_s=2.0)  # c's user speaks: c comes back off the critical path
+    kv.worker.run_all()
+    clock.t = 1.05
+    scheduler.schedule()
+    assert kv.is_resident("s/c") and not kv.is_resident("s/a")

@@ -10,8 +10,8 @@ something else.
 |---|---|---|---|
 | `fcfs-nooffload` | fcfs | none: pressure preempts and recomputes (vLLM-Omni without offload) | - |
 | `fcfs-lru` | fcfs | host tier, LRU eviction (vLLM-Omni with offload) | off |
-| `liveserve` | urgency | host tier, next-use eviction | on |
-| `liveserve-fcfs` | fcfs | host tier, next-use eviction | on |
+| `liveserve` | urgency | host tier, next-use eviction, idle offload | on |
+| `liveserve-fcfs` | fcfs | host tier, next-use eviction, idle offload | on |
 | `liveserve-lru` | urgency | host tier, LRU eviction | on |
 | `liveserve-nopreload` | urgency | host tier, next-use eviction | off |
 | `liveserve-nooffload` | urgency | none | - |
@@ -28,6 +28,7 @@ from liveserve.config_reader import ConfigError
 
 SCHEDULED_STAGES = ("encoder", "thinker", "talker", "vocoder")
 KV_STAGES = ("thinker", "talker")
+IDLE_OFFLOAD_S = 1.0  # next_use with preload: dormant KV not needed within this leaves the device
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,10 @@ class Preset:
         for kind in SCHEDULED_STAGES:
             stages.setdefault(kind, {}).setdefault("scheduler", {})["policy"] = self.scheduler
         if self.eviction is not None:
+            idle_offload = IDLE_OFFLOAD_S if self.eviction == "next_use" and self.preload else None
             for kind in KV_STAGES:
-                stages[kind].setdefault("kv", {}).update(eviction=self.eviction, preload=self.preload)
+                stages[kind].setdefault("kv", {}).update(eviction=self.eviction, preload=self.preload,
+                                                         idle_offload_s=idle_offload)
         return derived
 
     @property
