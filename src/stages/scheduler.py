@@ -45,6 +45,7 @@ class Scheduler:
         self.requests: dict[str, StageRequest] = {}
         self._outputs: list[StageOutput] = []
         self._dormant: list[StageRequest] = []
+        self._growth = 0  # admitted requests still to plan in this round
         self.num_preemptions = 0
 
     def add(self, request: StageRequest) -> None:
@@ -83,13 +84,18 @@ class Scheduler:
         if self.residency is not None:
             self.residency.poll(now)
         ready = self._scan(now)
+        if self.residency is not None:
+            self.residency.sweep(self._dormant, now)
         if not ready:
             return plan
         ordered = self.policy.order(ready, now)
         budget = self.config.max_num_batched_tokens
+        running = RequestStatus.RUNNING
+        self._growth = sum(r.status is running for r in ordered)
         for request in ordered:
             if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
                 break
+            self._growth -= request.status is running
             chunk = self._plan_chunk(request, budget, ordered, plan)
             if chunk is not None:
                 plan.chunks.append(chunk)
@@ -143,8 +149,21 @@ class Scheduler:
         return bool(resident)
 
     def _reserve(self, request: StageRequest, num_tokens: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
+        """Reserve KV for the chunk, evicting or preempting as the class docstring says.
+
+        A WAITING request also leaves one block of growth for every admitted request
+        still to plan this round (it may evict dormant KV for them, never preempt):
+        otherwise a new request ordered first takes the blocks running ones were about
+        to decode into, and they preempt each other.
+        """
         assert self.kv is not None
-        shortfall = self.kv.num_new_blocks(request.request_id, num_tokens) - self.kv.num_free_blocks
+        need = self.kv.num_new_blocks(request.request_id, num_tokens)
+        growth = self._growth if request.status is RequestStatus.WAITING else 0
+        if growth and need + growth > self.kv.num_free_blocks:
+            self._evict(need + growth - self.kv.num_free_blocks)
+            if need <= self.kv.num_free_blocks < need + growth:
+                return False
+        shortfall = need - self.kv.num_free_blocks
         if shortfall > 0 and not self._evict(shortfall):
             if self.residency.tiered and self.kv.has_transfers_in_flight:
                 return False

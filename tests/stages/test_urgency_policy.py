@@ -202,6 +202,21 @@ def test_a_waiting_first_audio_request_and_running_long_buffers(policy, expected
     assert scheduler.requests["a"].status is RequestStatus.RUNNING  # sitting out a round costs no KV
 
 
+def test_a_new_first_audio_request_leaves_running_replies_room_to_decode():
+    # 4 blocks of 4. a, b: 4-token prompts that decode into a second block next; c: new, 3 tokens.
+    view = FakeView(a=playing(1000.0), b=playing(1200.0))
+    scheduler, runner, kv = make_scheduler(num_blocks=4, view=view, policy="urgency")
+    scheduler.add(thinker("a", 0.0, [1, 2, 3], max_tokens=9))
+    scheduler.add(thinker("b", 1.0, [4, 5, 6], max_tokens=9))
+    step(scheduler, runner)
+    step(scheduler, runner)  # both hold 4 positions in one block; the next token needs a second each
+    scheduler.add(thinker("c", 2.0, [7, 8, 9], max_tokens=2))
+    view.states["c"] = NOT_STARTED  # ordered first (U1), but its block would be a's or b's growth
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == [("a", 4, 1), ("b", 4, 1)] and plan.preempted == []
+    assert scheduler.requests["c"].status is RequestStatus.WAITING and scheduler.num_preemptions == 0
+
+
 def test_a_request_past_p_max_is_held_while_others_are_ready_and_served_when_alone():
     view = FakeView(a=playing(5000.0), b=NOT_STARTED)
     scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
