@@ -126,10 +126,13 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
              'liveserve_unheard_units_total{stage="talker"}': 40.0,
              'liveserve_kv_reload_seconds_total{path="critical"}': 0.25,
              'liveserve_kv_reload_seconds_total{path="background"}': 1.5,
-             'liveserve_kv_blocks_peak{stage="thinker"}': 30.0, 'liveserve_kv_blocks_peak{stage="talker"}': 12.0}
+             'liveserve_kv_blocks_peak{stage="thinker"}': 30.0, 'liveserve_kv_blocks_peak{stage="talker"}': 12.0,
+             'liveserve_kv_preloads_total{outcome="hit",stage="thinker"}': 4.0,
+             'liveserve_kv_preloads_total{outcome="too_late",stage="thinker"}': 1.0}
     figures = kv_figures(before, after)
     assert figures["preemptions"] == 3.0
     assert figures["reload_ms_on_path"] == pytest.approx(250.0) and figures["reload_ms_off_path"] == pytest.approx(1500.0)
     assert figures["peak_device_blocks"] == 42.0
     assert figures["unheard_units"] == {"talker": 30.0}
-    assert figures["preload_hits"] is None and figures["evictions"] is None  # not exported
+    assert figures["preloads"] == {"hit": 4.0, "too_late": 1.0} and figures["preload_hits"] == 4.0
+    assert figures["preload_cancelled"] is None and figures["evictions"] is None  # not exported

@@ -14,6 +14,7 @@ run; `peak_device_blocks` is the high-water mark the server reports at the end.
 | `peak_device_blocks` | `liveserve_kv_blocks_peak`, summed over stages |
 | `preemptions` | `liveserve_stage_preemptions`, summed over stages |
 | `unheard_units` | `liveserve_unheard_units_total` by stage |
+| `preloads` | `liveserve_kv_preloads_total` by outcome (admitted, too_late, no_room, hit, ...) |
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ COUNTERS = {
     "preemptions": ("liveserve_stage_preemptions", {}, 1.0),
 }
 PEAK_BLOCKS = "liveserve_kv_blocks_peak"
+PRELOADS = "liveserve_kv_preloads_total"
 UNHEARD = "liveserve_unheard_units_total"
 
 
@@ -39,6 +41,10 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
         end = total(after, name, labels)
         figures[field] = None if end is None else scale * (end - (total(before, name, labels) or 0.0))
     figures["peak_device_blocks"] = total(after, PEAK_BLOCKS, {})
+    figures["preloads"] = {
+        outcome: total(after, PRELOADS, {"outcome": outcome}) - (total(before, PRELOADS, {"outcome": outcome}) or 0.0)
+        for outcome in _label_values(after, PRELOADS, "outcome")
+    }
     figures["unheard_units"] = {
         stage: total(after, UNHEARD, {"stage": stage}) - (total(before, UNHEARD, {"stage": stage}) or 0.0)
         for stage in _label_values(after, UNHEARD, "stage")
