@@ -173,8 +173,8 @@ class StageEngine:
             outputs = self.step()
             if outputs:
                 self.emit(outputs)
-            elif self.scheduler.is_waiting_on_kv:  # ready work waits for KV transfers: sleep until one ends
-                self._apply_commands(wait_s=IDLE_WAIT_S)
+            elif self.stats.last_batch_size == 0 and self.scheduler.is_waiting_on_kv:
+                self._apply_commands(wait_s=IDLE_WAIT_S)  # ready work waits for KV transfers: sleep until one ends
 
     def _mark_idle(self) -> bool:
         """True (and idle is recorded) when no command is queued and nothing is ready."""

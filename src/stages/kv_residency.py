@@ -53,10 +53,6 @@ class KVResidency:
         self.counters = ReloadCounters()
         self._waiting_since: dict[str, float] = {}
 
-    @property
-    def is_waiting(self) -> bool:
-        return bool(self._waiting_since)
-
     def went_dormant(self, request: StageRequest, now: float) -> None:
         if self.tiered and request.status is RequestStatus.RUNNING:
             self.kv.set_evictable(request.request_id, True)

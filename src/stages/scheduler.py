@@ -71,8 +71,8 @@ class Scheduler:
 
     @property
     def is_waiting_on_kv(self) -> bool:
-        """True while a ready request waits for its KV to load."""
-        return self.residency is not None and self.residency.is_waiting
+        """True while KV transfers are in flight (a ready request may be waiting for one)."""
+        return self.kv is not None and self.kv.has_transfers_in_flight
 
     def speech_started(self, request_id: str, lead_s: float) -> None:
         if self.residency is not None and request_id in self.requests:
