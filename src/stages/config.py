@@ -24,7 +24,7 @@ class SchedulerConfig:
     p_safe_ms: float = 400.0
     p_max_ms: float = 4000.0
     alpha: float = 1.0
-    beta: float = 1.0
+    beta: float = 0.25
 
     def __post_init__(self) -> None:
         from stages.policies import policy_names

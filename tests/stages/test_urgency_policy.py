@@ -66,7 +66,7 @@ def test_urgency_parameters_are_validated_by_name(field, value, message):
 
 def test_urgency_parameter_defaults_and_fcfs_accepts_them():
     config = SchedulerConfig()
-    assert (config.p_safe_ms, config.p_max_ms, config.alpha, config.beta) == (400.0, 4000.0, 1.0, 1.0)
+    assert (config.p_safe_ms, config.p_max_ms, config.alpha, config.beta) == (400.0, 4000.0, 1.0, 0.25)
     assert SchedulerConfig(policy="fcfs", p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     with pytest.raises(ValueError, match="unknown scheduling policy 'edf'; choose from \\['fcfs', 'urgency'\\]"):
         SchedulerConfig(policy="edf")
