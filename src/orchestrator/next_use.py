@@ -12,6 +12,7 @@ class NextUseEstimator:
     - reply gap: from the end of the reply's playback to the user's next speech
       start (0 for a barge-in, which starts before the end);
     - speech lead: from speech start to the turn that needs the context.
+    While the user speaks or a turn is generating, the context is needed now.
     `hint(now)` carries them to the stages (see NextUseHint); `lead_s` is the
     expected time a preload has.
     """
@@ -22,6 +23,7 @@ class NextUseEstimator:
         self.lead_s = priors.speech_lead_s
         self.drained_at: float | None = None
         self.speech_started_at: float | None = None
+        self.generating = False
 
     def on_playback(self, drained_at: float) -> None:
         self.drained_at = drained_at
@@ -33,13 +35,17 @@ class NextUseEstimator:
         self.speech_started_at = now
 
     def on_turn_started(self, now: float) -> None:
+        self.generating = True
         if self.speech_started_at is not None:
             self.lead_s = self._average(self.lead_s, now - self.speech_started_at)
             self.speech_started_at = None
 
+    def on_generation_end(self) -> None:
+        self.generating = False
+
     def hint(self, now: float) -> NextUseHint:
         drained_at = now if self.drained_at is None else self.drained_at
-        return NextUseHint(drained_at, self.reply_gap_s, speaking=self.speech_started_at is not None)
+        return NextUseHint(drained_at, self.reply_gap_s, needed_now=self.generating or self.speech_started_at is not None)
 
     def _average(self, mean: float, sample: float) -> float:
         return mean + self.weight * (sample - mean)

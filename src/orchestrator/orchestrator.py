@@ -104,7 +104,7 @@ class Orchestrator:
             return
         if started:
             session.next_use.on_playback(drained_at)
-            self._publish_next_use(session)
+            self.publish_next_use(session)
         if session.active_turn is not None:
             session.active_turn.on_playback(started, drained_at)
 
@@ -115,10 +115,11 @@ class Orchestrator:
         if session is None:
             return
         session.next_use.on_speech_started(self.clock())
-        self._publish_next_use(session)
+        self.publish_next_use(session)
         self.submit("thinker", SpeechStarted(session.thinker_id, session.next_use.lead_s))
 
-    def _publish_next_use(self, session: SessionContext) -> None:
+    def publish_next_use(self, session: SessionContext) -> None:
+        """Tell the stages when the session's context is needed next (see NextUseEstimator)."""
         self.board.publish_next_use(session.thinker_id, session.next_use.hint(self.clock()))
 
     def open_session(self, session_id: str, instructions: str = "") -> SessionContext:
@@ -158,7 +159,7 @@ class Orchestrator:
         turn = Turn(turn_id, item_id or turn_id, session, request, self)
         session.turn_started(turn)
         session.next_use.on_turn_started(self.clock())
-        self._publish_next_use(session)
+        self.publish_next_use(session)
         asyncio.ensure_future(turn.run())
         return turn
 

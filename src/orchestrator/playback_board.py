@@ -12,15 +12,16 @@ NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
 
 @dataclass(frozen=True, slots=True)
 class NextUseHint:
-    """When a session's context is needed next: now while `speaking`, else when its
-    delivered audio runs out (`drained_at`, not before now) plus `reply_gap_s`."""
+    """When a session's context is needed next: now if `needed_now` (the user speaks or a
+    turn generates), else when its delivered audio runs out (`drained_at`, not before
+    now) plus `reply_gap_s`."""
 
     drained_at: float
     reply_gap_s: float
-    speaking: bool = False
+    needed_now: bool = False
 
     def at(self, now: float) -> float:
-        return now if self.speaking else max(now, self.drained_at) + self.reply_gap_s
+        return now if self.needed_now else max(now, self.drained_at) + self.reply_gap_s
 
 
 class PlaybackBoard(InteractionView):

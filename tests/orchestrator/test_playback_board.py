@@ -43,7 +43,7 @@ def test_next_use_counts_remaining_playback_only_while_it_lasts():
     hint = NextUseHint(drained_at=5.0, reply_gap_s=2.0)
     assert hint.at(4.0) == 7.0
     assert hint.at(9.0) == 11.0  # playback over: the gap runs from now
-    assert NextUseHint(5.0, 2.0, speaking=True).at(4.0) == 4.0
+    assert NextUseHint(5.0, 2.0, needed_now=True).at(4.0) == 4.0
 
 
 def test_estimator_learns_the_users_reply_gap_and_speech_lead():
@@ -55,6 +55,8 @@ def test_estimator_learns_the_users_reply_gap_and_speech_lead():
     assert estimator.hint(11.0).at(11.0) == 11.0  # speaking: needed now
     estimator.on_turn_started(now=14.0)  # 3 s from speech start to the turn: lead (1 + 3) / 2
     assert estimator.lead_s == pytest.approx(2.0)
+    assert estimator.hint(14.0).at(14.0) == 14.0  # generating: needed now
+    estimator.on_generation_end()
     assert estimator.hint(14.0).at(14.0) == pytest.approx(15.5)
     estimator.on_playback(drained_at=20.0)
     estimator.on_speech_started(now=18.0)  # barge-in before the end: a gap of 0
@@ -73,14 +75,14 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
             while not isinstance(event := await asyncio.wait_for(turn.events.get(), 30), TurnDone):
                 if isinstance(event, AudioDelta) and first_audio is None:
                     first_audio = event
-                    drained_at = orch.clock() + 2.0
+                    drained_at = orch.clock() + 30.0
                     orch.note_playback("s", True, drained_at)
-                    next_use = orch.board.next_use(session.thinker_id) - drained_at
                     during = {kind: orch.board.playback(rid) for kind, rid in
                               (("thinker", session.thinker_id), ("talker", turn.ids["talker"]),
                                ("vocoder", turn.ids["vocoder"]))}
             after = (orch.board.playback(session.thinker_id), orch.board.playback(turn.ids["talker"]),
                      orch.board.playback(turn.ids["vocoder"]))
+            next_use = orch.board.next_use(session.thinker_id) - drained_at  # generation over: playback end + gap
             orch.close_session("s")
             closed = orch.board.playback(session.thinker_id)
         finally:
