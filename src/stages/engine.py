@@ -16,7 +16,6 @@ from stages.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
-BLOCKED_WAIT_S = 0.01  # ready work planned nothing: look again after this unless a command comes first
 
 
 @dataclass(frozen=True)
@@ -174,8 +173,8 @@ class StageEngine:
             outputs = self.step()
             if outputs:
                 self.emit(outputs)
-            elif self.stats.last_batch_size == 0:  # ready work is held or waits for KV: sleep until woken
-                self._apply_commands(wait_s=BLOCKED_WAIT_S)
+            elif self.stats.last_batch_size == 0 and self.scheduler.is_waiting_on_kv:
+                self._apply_commands(wait_s=IDLE_WAIT_S)  # ready work waits for KV transfers: sleep until one ends
 
     def _mark_idle(self) -> bool:
         """True (and idle is recorded) when no command is queued and nothing is ready."""

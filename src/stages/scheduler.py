@@ -69,6 +69,11 @@ class Scheduler:
     def num_ready(self) -> int:
         return sum(r.num_pending > 0 for r in self.requests.values())
 
+    @property
+    def is_waiting_on_kv(self) -> bool:
+        """True while KV transfers are in flight (a ready request may be waiting for one)."""
+        return self.kv is not None and self.kv.has_transfers_in_flight
+
     def speech_started(self, request_id: str, lead_s: float) -> None:
         if self.residency is not None and request_id in self.requests:
             self.residency.speech_started(request_id, lead_s, self.clock())

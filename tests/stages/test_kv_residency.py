@@ -150,7 +150,7 @@ def test_a_turn_whose_kv_is_away_waits_for_the_load_on_the_critical_path():
     clock.t = 2.0
     next_turn(scheduler, "s/a", [7, 8])
     plan = scheduler.schedule()  # starts the load; a waits
-    assert "s/a" not in [c.request.request_id for c in plan.chunks] and kv.has_transfers_in_flight
+    assert "s/a" not in [c.request.request_id for c in plan.chunks] and scheduler.is_waiting_on_kv
     scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
     clock.t = 2.25  # the copy takes a while
     kv.worker.run_all()

@@ -84,7 +84,7 @@ def test_classes_split_at_p_safe_and_the_started_flag():
     # U0 by smallest P (empty 0 ms, at_safe 400 ms), U1 (waiting), U2 by utility (smaller excess first);
     # past_max (P = p_max) is held while others are served.
     assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe", "long"]
-    assert policy.counters == {"rounds": 1, "u0": 2, "u1": 1, "u2": 2, "fallbacks": 0, "held": 1}
+    assert policy.counters == {"rounds": 1, "u0": 2, "u1": 1, "u2": 2, "fallbacks": 0, "held": 1, "held_served": 0}
 
 
 def test_u1_goes_by_ready_age_not_by_arrival():
@@ -154,7 +154,7 @@ def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
     requests = [ready("late", 0.0, since=4.0), ready("early", 9.0, since=1.0), ready("mid", 5.0, since=2.0)]
     assert ids(policy.order(requests, now=5.0)) == ["early", "mid", "late"]
     assert ids(policy.order(requests, now=6.0)) == ["early", "mid", "late"]
-    assert policy.counters == {"rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0}
+    assert policy.counters == {"rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "held_served": 0}
 
 
 # ---------------------------------------------------------------- the scheduler under urgency and fcfs
@@ -217,22 +217,18 @@ def test_a_new_first_audio_request_leaves_running_replies_room_to_decode():
     assert scheduler.requests["c"].status is RequestStatus.WAITING and scheduler.num_preemptions == 0
 
 
-def test_a_request_past_p_max_waits_until_playback_brings_it_back_under():
-    clock = FakeClock()
-    view = FakeView(a=PlaybackState(True, drained_at=5.0), b=NOT_STARTED)  # a: 5 s of audio left at t=0
-    scheduler, runner, kv = make_scheduler(view=view, policy="urgency", clock=clock)
+def test_a_request_past_p_max_is_held_while_others_are_ready_and_served_when_alone():
+    view = FakeView(a=playing(5000.0), b=NOT_STARTED)
+    scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
     scheduler.add(thinker("a", 0.0, [1, 2, 3], max_tokens=2))
     scheduler.add(thinker("b", 1.0, [4, 5, 6], max_tokens=2))
     plan, _ = step(scheduler, runner)  # b prefills; a is held, not even admitted
     assert chunks_of(plan) == [("b", 0, 3)] and scheduler.requests["a"].status is RequestStatus.WAITING
     plan, _ = step(scheduler, runner)  # b decodes its last token and finishes; a still held
     assert chunks_of(plan) == [("b", 3, 1)] and "b" not in scheduler.requests
-    plan, _ = step(scheduler, runner)  # a is alone and still 5 s ahead: the stage idles rather than race ahead
-    assert chunks_of(plan) == [] and kv.num_blocks_held("a") == 0
-    clock.t = 1.5  # 3.5 s left: under p_max
-    plan, _ = step(scheduler, runner)
+    plan, _ = step(scheduler, runner)  # a is alone: served rather than leaving the stage idle
     assert chunks_of(plan) == [("a", 0, 3)] and kv.num_blocks_held("a") == 1
-    assert scheduler.policy.counters["held"] == 3
+    assert scheduler.policy.counters["held"] == 2 and scheduler.policy.counters["held_served"] == 1
 
 
 def test_a_held_running_request_is_the_first_active_victim():
@@ -300,7 +296,7 @@ def test_stage_status_exposes_the_policy_counters():
     engine.step()
     engine.step()  # nothing is ready: no round for the policy
     assert engine.status().policy_counters == {
-        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0}
+        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "held_served": 0}
     fcfs, fcfs_runner, _ = make_scheduler()
     assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
 

@@ -59,7 +59,7 @@ class SchedulerCollector(Collector):
         requests = CounterMetricFamily(
             "liveserve_scheduler_requests", "Ready requests per policy class, summed over rounds (urgency: u0 "
             "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, held past p_max "
-            "until playback catches up)",
+            "while others ran, held_served past p_max and served as nothing else was ready)",
             labels=["stage", "class"])
         for s in self.statuses():
             for name, value in s.policy_counters.items():

@@ -31,24 +31,23 @@ class UrgencyPolicy(SchedulingPolicy):
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
       (0 for a stage without KV): finishing big holders relieves memory pressure, and
       work far ahead of the listener is the most exposed to a barge-in.
-    - Held: started and P >= p_max_ms, left out, even when nothing else is ready: work
-      that far ahead of the listener waits until playback brings it back under
-      p_max_ms, so generation stays near the playback frontier and a barge-in throws
-      little away (p_max_ms = inf never holds).
+    - Held: started and P >= p_max_ms, left out while any request is served; when every
+      ready request is held, all of them are served, in U2 order.
     A reply that has not started is never held: its listener is waiting. Fail closed:
     a request without telemetry is ordered by ready age among U1, since waiting for
     first audio is the one assumption that never starves a listener. Ties keep the
     order given (the scheduler's: the order requests were added).
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
-    `fallbacks` (no telemetry, ordered as U1) and `held` (left out).
+    `fallbacks` (no telemetry, ordered as U1), `held` (left out) and `held_served`
+    (past p_max_ms but served, as nothing else was ready).
     """
 
     def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None) -> None:
         super().__init__(config, view, kv)
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
-        self.num_fallbacks = self.num_held = 0
+        self.num_fallbacks = self.num_held = self.num_held_served = 0
 
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
         config = self.config
@@ -59,8 +58,8 @@ class UrgencyPolicy(SchedulingPolicy):
         playback = self.view.playback if self.view is not None else _no_telemetry
         running = RequestStatus.RUNNING
         # Per class, parallel lists of float keys and requests: one cheap float sort each.
-        u0_keys, u0, u1_keys, u1, u2_keys, u2 = [], [], [], [], [], []
-        num_held = num_fallbacks = 0
+        u0_keys, u0, u1_keys, u1, u2_keys, u2, held_keys, held = [], [], [], [], [], [], [], []
+        num_fallbacks = 0
         for request in requests:
             state = playback(request.request_id)
             if state is None or not state.started:
@@ -74,15 +73,18 @@ class UrgencyPolicy(SchedulingPolicy):
                 u0_keys.append(buffer_ms)
                 u0.append(request)
                 continue
-            if buffer_ms >= p_max:
-                num_held += 1
-                continue
             cost = exposure * (buffer_ms - p_safe)  # -U, lowest first; buffer_ms > p_safe, so no max(0, .)
             if pressure and request.status is running:  # a WAITING request holds no KV
                 cost -= pressure * blocks_held(request.request_id)
-            u2_keys.append(cost)
-            u2.append(request)
-        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, num_held)
+            if buffer_ms >= p_max:
+                held_keys.append(cost)
+                held.append(request)
+            else:
+                u2_keys.append(cost)
+                u2.append(request)
+        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(held))
+        if not (u0 or u1 or u2):  # everything is past p_max: serve it rather than idle
+            u2_keys, u2 = held_keys, held
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2)
 
     def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_held: int) -> None:
@@ -91,11 +93,14 @@ class UrgencyPolicy(SchedulingPolicy):
         self.num_u1 += num_u1
         self.num_u2 += num_u2
         self.num_fallbacks += num_fallbacks
-        self.num_held += num_held
+        if num_u0 + num_u1 + num_u2 + num_fallbacks:
+            self.num_held += num_held
+        else:
+            self.num_held_served += num_held
 
     @property
     def counters(self) -> dict[str, int]:
         return {
             "rounds": self.num_rounds, "u0": self.num_u0, "u1": self.num_u1, "u2": self.num_u2,
-            "fallbacks": self.num_fallbacks, "held": self.num_held,
+            "fallbacks": self.num_fallbacks, "held": self.num_held, "held_served": self.num_held_served,
         }
