@@ -5,7 +5,7 @@ import torch
 
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig
-from stages.models.attention import build_attention_batch, paged_attention
+from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import DecoderBody, LlamaForCausalLM, RotaryEmbedding
 from stages.models.talker import TalkerConfig, TalkerModel
@@ -30,8 +30,10 @@ def dense_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions
     return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
 
 
-def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, seed: int = 0):
-    """Each seq (num_cached, num_new): cache its first positions, run its new ones in one paged step.
+def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, seed: int = 0,
+             run_positions: int = DECODE_RUN_POSITIONS):
+    """Each seq (num_cached, num_new): cache its first positions, run its new ones in one paged step
+    (decodes attended in runs padded to at most `run_positions` positions).
 
     Returns (paged output, reference output, k cache, expected k rows by slot).
     """
@@ -61,7 +63,8 @@ def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, s
         slots_by_seq.append((slots[num_cached:], k[num_cached:]))
     rows = decode_rows + prefill_rows  # decodes first, then prefill chunks
     q, k, v = (torch.cat([r[i] for r in rows]).to(dtype) for i in range(3))
-    batch = build_attention_batch(block_size, decodes, prefills, [s for r in rows for s in r[3]], HEADS // KV_HEADS)
+    batch = build_attention_batch(block_size, decodes, prefills, [s for r in rows for s in r[3]], HEADS // KV_HEADS,
+                                  run_positions)
     out = paged_attention(q, k, v, k_cache, v_cache, batch)
     return out, torch.cat([r[4] for r in rows]), k_cache, slots_by_seq
 
@@ -74,11 +77,12 @@ SCENARIOS = {
 }
 
 
+@pytest.mark.parametrize("run_positions", [DECODE_RUN_POSITIONS, 24, 1])  # all decodes in one run, some, one each
 @pytest.mark.parametrize("block_size", [1, 3, 4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_paged_attention_equals_dense_reference(scenario, block_size, dtype):
-    out, ref, k_cache, slots_by_seq = run_step(SCENARIOS[scenario], block_size, dtype)
+def test_paged_attention_equals_dense_reference(scenario, block_size, dtype, run_positions):
+    out, ref, k_cache, slots_by_seq = run_step(SCENARIOS[scenario], block_size, dtype, run_positions=run_positions)
     tol = 1e-5 if dtype is torch.float32 else 1e-10
     torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
     for slots, k_new in slots_by_seq:  # this step's keys were written to their slots

@@ -38,6 +38,8 @@ class RealtimeClient:
 
     - `async with RealtimeClient(url) as client:` connects, starts the receive and ack
       loops and returns once `session.created` arrived; failures raise RealtimeError.
+      It does not offer permessage-deflate: base64 PCM shrinks by only a quarter, for
+      about 3 ms of server CPU per second of reply audio.
     - Every server event is appended to `events` and every sent one to `sent`, stamped
       with `clock()` (a real-time clock in seconds); audio payloads are logged as sizes.
     - Each response becomes a TurnRecord in `turns`, built by a TurnTracker (see there
@@ -77,7 +79,8 @@ class RealtimeClient:
 
     async def __aenter__(self) -> RealtimeClient:
         try:
-            self._ws = await websockets.connect(self.url, open_timeout=self.open_timeout_s, max_size=None, proxy=None)
+            self._ws = await websockets.connect(self.url, open_timeout=self.open_timeout_s, max_size=None, proxy=None,
+                                               compression=None)
         except InvalidURI as exc:
             raise RealtimeError(f"bad realtime URL {self.url!r}: {exc}") from None
         except (OSError, asyncio.TimeoutError, InvalidHandshake) as exc:

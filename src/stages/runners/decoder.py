@@ -16,9 +16,10 @@ from stages.sampling import sample
 
 
 class DecoderRunner(ModelRunner):
-    """Flattens the plan's chunks (single-token chunks first, batched as decodes),
-    runs the decoder once, and samples at the last row of every chunk whose request
-    wants a sample there. Subclasses say how inputs embed and what a result is.
+    """Flattens the plan's chunks (single-token chunks first, batched as decodes, shortest
+    context first so that decode attention pads least), runs the decoder once, and
+    samples at the last row of every chunk whose request wants a sample there.
+    Subclasses say how inputs embed and what a result is.
     """
 
     def __init__(self, model: torch.nn.Module, kv: KVCacheManager) -> None:
@@ -38,7 +39,7 @@ class DecoderRunner(ModelRunner):
 
     @torch.inference_mode()
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
-        chunks = sorted(plan.chunks, key=lambda c: c.num_tokens != 1)
+        chunks = sorted(plan.chunks, key=lambda c: (c.num_tokens != 1, c.end))
         hidden = self.model(self.embeddings(chunks), self._positions(chunks), self.kv_layers, self._batch(chunks))
         samplers, rows, row = [], [], 0
         for chunk in chunks:
