@@ -33,6 +33,11 @@ class KVCacheManager:
     + offset) index the cache flattened over blocks and offsets. These calls are the
     hot path: O(1), and no allocation when nothing changes.
 
+    Windows: `drop` frees in place the blocks between a sequence's sink blocks and
+    the block a window starts in; positions keep counting (tables, reserve and slot
+    ids stay in logical positions) and dropped positions can never be read, written
+    or kept again. Windows and a host tier are not combined: `drop` raises with one.
+
     Host tier (eviction "lru" or "next_use" with a HostTierConfig; "none": none): a
     sequence's logical blocks are a device prefix (`table(seq)`, what
     `num_blocks_held` counts) and a suffix only on the host (`num_offloaded_blocks`).
@@ -111,6 +116,19 @@ class KVCacheManager:
         state = self._seqs.get(seq)
         return 0 if state is None else len(state.table.block_ids)
 
+    def num_resident_tokens(self, seq: Hashable) -> int:
+        """Reserved positions of `seq` whose KV is on the device (neither dropped nor offloaded)."""
+        state = self._seqs.get(seq)
+        if state is None:
+            return 0
+        table, size = state.table, self.block_size
+        return min(table.num_tokens, (len(table.block_ids) + table.num_dropped) * size) - table.num_dropped * size
+
+    def dropped(self, seq: Hashable) -> range:
+        """The positions of `seq` whose blocks `drop` freed (empty if none)."""
+        table, size = self.table(seq), self.block_size
+        return range(table.num_sinks * size, (table.num_sinks + table.num_dropped) * size)
+
     def num_offloaded_blocks(self, seq: Hashable) -> int:
         state = self._seqs.get(seq)
         return 0 if state is None else state.num_offloaded
@@ -125,7 +143,7 @@ class KVCacheManager:
         needed = -(-num_tokens // self.block_size)
         state = self._seqs.get(seq)
         if state is not None:
-            needed -= len(state.table.block_ids) + state.num_offloaded
+            needed -= len(state.table.block_ids) + state.table.num_dropped + state.num_offloaded
         return needed if needed > 0 else 0
 
     def can_reserve(self, seq: Hashable, num_tokens: int) -> bool:
@@ -134,7 +152,7 @@ class KVCacheManager:
         if state is not None:
             if state.num_offloaded:
                 return False
-            needed -= len(state.table.block_ids)
+            needed -= len(state.table.block_ids) + state.table.num_dropped
         return needed <= self.pool.num_free
 
     def fits_at_all(self, num_tokens: int) -> bool:
@@ -159,7 +177,7 @@ class KVCacheManager:
 
     def _grow(self, state: SequenceKV, num_tokens: int) -> None:
         table, size = state.table, self.block_size
-        needed = -(-num_tokens // size) - len(table.block_ids)
+        needed = -(-num_tokens // size) - len(table.block_ids) - table.num_dropped
         new_blocks = self.pool.allocate(needed) if needed > 0 else None
         written = table.num_tokens // size  # the first block the coming writes touch
         if self._offloader is not None and (len(state.host_ids) > written or state.job is not None):
@@ -172,17 +190,26 @@ class KVCacheManager:
         """Keep the first `num_tokens` tokens of `seq`; release blocks (both tiers) past them.
 
         A host copy of the block cut in the middle stays: it holds the kept positions,
-        and the next write past them invalidates it.
+        and the next write past them invalidates it. Keeping part of the dropped
+        positions raises ValueError (nothing changed); keeping only positions before
+        them forgets the drop.
         """
         state = self._seqs.get(seq)
         if state is None or num_tokens >= state.table.num_tokens:
             return
         table, keep = state.table, blocks_for(num_tokens, self.block_size)
-        if len(table.block_ids) > keep:
-            self.pool.release(table.block_ids[keep:])
-            del table.block_ids[keep:]
+        dropped = self.dropped(seq)
+        if dropped.start < num_tokens < dropped.stop:
+            raise ValueError(f"cannot keep {num_tokens} tokens of {seq!r}: positions {dropped.start}-"
+                             f"{dropped.stop - 1} were dropped")
+        if num_tokens <= dropped.start:
+            table.num_sinks = table.num_dropped = 0
+        live = keep - table.num_dropped
+        if len(table.block_ids) > live:
+            self.pool.release(table.block_ids[live:])
+            del table.block_ids[live:]
         table.num_tokens = num_tokens
-        state.num_offloaded = keep - len(table.block_ids)
+        state.num_offloaded = live - len(table.block_ids)
         if self._offloader is not None:
             self._offloader.invalidate(state, keep)
 
@@ -196,9 +223,32 @@ class KVCacheManager:
         self.pool.release(state.table.block_ids)
 
     def slot_ids(self, seq: Hashable, start: int, end: int) -> list[int]:
-        """Flat cache slots of positions [start, end) of `seq` (which must be reserved and resident)."""
-        ids, size = self._seqs[seq].table.block_ids, self.block_size
-        return [ids[p // size] * size + p % size for p in range(start, end)]
+        """Flat cache slots of positions [start, end) of `seq` (reserved, resident, not dropped: else ValueError)."""
+        table, size = self._seqs[seq].table, self.block_size
+        ids = table.block_ids
+        if not table.num_dropped:
+            return [ids[p // size] * size + p % size for p in range(start, end)]
+        return [ids[table.index_of(p // size)] * size + p % size for p in range(start, end)]
+
+    def live_blocks(self, seq: Hashable, end: int) -> tuple[list[int], list[int]]:
+        """The live blocks of `seq` holding positions below `end`, and the logical index of each."""
+        return self._seqs[seq].table.live_blocks(blocks_for(end, self.block_size))
+
+    def drop(self, seq: Hashable, num_sink_tokens: int, keep_from: int) -> int:
+        """Free in place the blocks of `seq` after its sink blocks (those holding positions below
+        `num_sink_tokens`) and before the block holding position `keep_from`; how many were freed.
+
+        Raises ValueError with a host tier, or with a sink count other than earlier drops'.
+        """
+        if self._offloader is not None:
+            raise ValueError("dropping blocks (a window) is not combined with a host KV tier")
+        state = self._seqs.get(seq)
+        if state is None:
+            return 0
+        table, size = state.table, self.block_size
+        freed = table.drop(blocks_for(num_sink_tokens, size), min(keep_from, table.num_tokens) // size)
+        self.pool.release(freed)
+        return len(freed)
 
     def set_evictable(self, seq: Hashable, evictable: bool) -> None:
         """Idle KV (True) may be evicted; KV in use (False, the default) is protected.
@@ -293,14 +343,16 @@ class KVCacheManager:
 
     def check_integrity(self) -> None:
         self.pool.check_integrity()
-        assert not _NO_BLOCKS.block_ids and not _NO_BLOCKS.num_tokens, "the unknown-sequence table was written to"
+        assert _NO_BLOCKS == BlockTable(), "the unknown-sequence table was written to"
         held: Counter[int] = Counter()
         if self._offloader is not None:
             held = self._offloader.check_integrity(self._seqs.values())
         for seq, state in self._seqs.items():
             table = state.table
             logical = blocks_for(table.num_tokens, self.block_size)
-            assert table.num_blocks + state.num_offloaded == logical, f"{seq}: table size off"
+            assert table.num_blocks + table.num_dropped + state.num_offloaded == logical, f"{seq}: table size off"
+            if table.num_dropped:
+                assert self._offloader is None and table.num_sinks <= table.num_blocks, f"{seq}: bad drop"
             held.update(table.block_ids)
         for block in range(self.pool.num_blocks):
             assert self.pool.ref_count(block) == held[block], f"block {block}: ref count != tables"

@@ -39,6 +39,20 @@ class SchedulerConfig:
 
 
 @dataclass(frozen=True)
+class WindowSpec:
+    """A bounded attention window: a query at position t attends to positions [0, sinks) and
+    [t - tokens, t]; KV between the sinks and the window is freed (positions keep counting)."""
+
+    tokens: int
+    sinks: int = 0
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "tokens")
+        if isinstance(self.sinks, bool) or not isinstance(self.sinks, int) or self.sinks < 0:
+            raise ValueError(f"sinks must be an integer >= 0, got {self.sinks!r}")
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     """How one generation draws tokens. temperature 0 is greedy; top_k 0 keeps all."""
 

@@ -33,6 +33,7 @@ class StageStatus:
     is_idle: bool
     policy_counters: dict[str, int] = field(default_factory=dict)  # cumulative, named by the policy
     kv_counters: dict[str, float] = field(default_factory=dict)  # cumulative tier, transfer and reload figures
+    resident_tokens: dict[str, int] = field(default_factory=dict)  # per request id, positions with KV on the device
 
 
 @dataclass
@@ -66,6 +67,7 @@ class StageEngine:
         self._thread: threading.Thread | None = None
         self._idle_lock = threading.Lock()
         self._is_idle = True
+        self._resident_tokens: dict[str, int] = {}  # replaced, never mutated: other threads copy it
 
     def submit(self, command: Command) -> None:
         with self._idle_lock:
@@ -78,7 +80,9 @@ class StageEngine:
         started = time.perf_counter()
         output = self._execute(plan) if plan.chunks else RunnerOutput({})
         self._record(plan.num_tokens, len(plan.chunks), time.perf_counter() - started)
-        return self.scheduler.update_from_output(plan, output)
+        outputs = self.scheduler.update_from_output(plan, output)
+        self._resident_tokens = self.scheduler.resident_tokens()
+        return outputs
 
     def _execute(self, plan) -> RunnerOutput:
         try:
@@ -135,9 +139,7 @@ class StageEngine:
             return
         request.stop_generation()
         if command.keep_tokens is not None:
-            request.truncate(command.keep_tokens)
-            if self.scheduler.kv is not None:
-                self.scheduler.kv.truncate(command.request_id, command.keep_tokens)
+            self.scheduler.truncate(command.request_id, command.keep_tokens)
 
     def status(self) -> StageStatus:
         """Read from any thread; the numbers may be one step stale."""
@@ -154,6 +156,7 @@ class StageEngine:
             is_idle=self._is_idle,
             policy_counters=self.scheduler.policy.counters,
             kv_counters=self._kv_counters(),
+            resident_tokens=dict(self._resident_tokens),
         )
 
     def _kv_counters(self) -> dict[str, float]:

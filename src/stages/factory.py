@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig, eviction_policy_names
+from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig, blocks_for, eviction_policy_names
 from stages.commands import Wake
-from stages.config import SchedulerConfig
+from stages.config import SchedulerConfig, WindowSpec
 from stages.engine import StageEngine
 from stages.interaction import InteractionView
 from stages.kv_residency import KVResidency
@@ -83,7 +83,12 @@ class KVSpec:
 
 @dataclass(frozen=True)
 class StageSpec:
-    """Everything needed to start one replica of one stage."""
+    """Everything needed to start one replica of one stage.
+
+    `window` (thinker and talker; None: unbounded) bounds what each request attends to
+    and keeps in KV; it takes no host tier, and the pool must hold one request's sinks,
+    window and largest chunk.
+    """
 
     name: str
     kind: str
@@ -92,12 +97,28 @@ class StageSpec:
     kv: KVSpec | None = None
     seed: int = 0
     checkpoint: Path | None = None
+    window: WindowSpec | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.kind in ("thinker", "talker") and self.kv is None:
             raise ValueError(f"stage {self.name!r} ({self.kind}) needs a kv section")
+        if self.window is not None:
+            self._check_window()
+
+    def _check_window(self) -> None:
+        if self.kv is None:
+            raise ValueError(f"window: stage {self.name!r} ({self.kind}) has no KV to bound")
+        if self.kv.eviction != "none":
+            raise ValueError(f"window cannot be combined with kv.eviction {self.kv.eviction!r} (a host KV tier); "
+                             "set kv.eviction to none or remove the window")
+        size, window, chunk = self.kv.block_size, self.window, self.scheduler.max_num_batched_tokens
+        need = blocks_for(window.sinks, size) + blocks_for(window.tokens + chunk, size) + 1
+        if need > self.kv.num_blocks:
+            raise ValueError(f"window: sinks {window.sinks} + tokens {window.tokens} + a chunk of "
+                             f"scheduler.max_num_batched_tokens ({chunk}) need {need} KV blocks; "
+                             f"kv.num_blocks is {self.kv.num_blocks}")
 
 
 def build_model(spec: StageSpec) -> torch.nn.Module:
@@ -135,6 +156,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     if runner is not None:
         runner = runner(model)
     else:
-        runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv)
-    engines.append(StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency), runner, emit))
+        runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
+    scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, spec.window)
+    engines.append(StageEngine(spec.name, scheduler, runner, emit))
     return engines[0]

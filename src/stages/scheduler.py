@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kvtier import KVCacheManager
-from stages.config import SchedulerConfig
+from stages.config import SchedulerConfig, WindowSpec
 from stages.interaction import InteractionView
 from stages.kv_residency import KVResidency
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan, StageOutput
@@ -33,12 +33,19 @@ class Scheduler:
     before anything is preempted, their device blocks are evicted by the tier's
     policy; a RUNNING request whose KV is away waits for it to load. While
     transfers are in flight, a shortfall waits for them rather than preempting.
+
+    With a `window` (no host tier), every committed chunk frees the request's blocks
+    that no later query reads (between its sink blocks and the block where the next
+    position's window starts), so a request holds about sinks + window + one chunk of
+    KV however long it runs; it fails only if that much can never fit the pool.
     """
 
     def __init__(self, config: SchedulerConfig, kv: KVCacheManager | None, clock: Callable[[], float],
-                 view: InteractionView | None = None, residency: KVResidency | None = None) -> None:
+                 view: InteractionView | None = None, residency: KVResidency | None = None,
+                 window: WindowSpec | None = None) -> None:
         self.config = config
         self.kv = kv
+        self.window = window
         self.clock = clock
         self.policy = make_policy(config, view, kv)
         self.residency = residency or (KVResidency(kv, view, preload=False, protect_speaking=False) if kv else None)
@@ -59,6 +66,26 @@ class Scheduler:
         if request is not None:
             self._remove(request)
         return request is not None
+
+    def truncate(self, request_id: str, num_tokens: int) -> None:
+        """Keep the first `num_tokens` positions of a request and of its KV.
+
+        ValueError, nothing changed, if a window already freed KV that the next position attends to.
+        """
+        request = self.requests[request_id]
+        if self.window is not None and self.kv is not None:
+            dropped = self.kv.dropped(request_id)
+            if dropped and dropped.start < num_tokens < dropped.stop + self.window.tokens:
+                raise ValueError(f"cannot keep {num_tokens} positions of {request_id!r}: the window freed the KV of "
+                                 f"positions {dropped.start}-{dropped.stop - 1}")
+        request.truncate(num_tokens)
+        if self.kv is not None:
+            self.kv.truncate(request_id, num_tokens)
+
+    def resident_tokens(self) -> dict[str, int]:
+        """Per request, the positions whose KV is on the device."""
+        kv = self.kv
+        return {rid: kv.num_resident_tokens(rid) for rid in self.requests} if kv is not None else {}
 
     def fail(self, request: StageRequest, message: str) -> None:
         self._remove(request)
@@ -130,15 +157,28 @@ class Scheduler:
         if num_tokens <= 0 or request.status is RequestStatus.FINISHED:
             return None
         if self.kv is not None:
-            if not self.kv.fits_at_all(request.num_known):
-                capacity = self.kv.pool.num_blocks * self.kv.block_size
-                self.fail(request, f"needs {request.num_known} tokens of KV; the pool holds {capacity}")
+            if not self._fits_at_all(request, num_tokens):
                 return None
             if request.status is RequestStatus.RUNNING and not self._resident(request, plan):
                 return None
             if not self._reserve(request, request.num_computed + num_tokens, ordered, plan):
                 return None
         return ScheduledChunk(request, request.num_computed, num_tokens)
+
+    def _fits_at_all(self, request: StageRequest, num_tokens: int) -> bool:
+        """False (and the request failed) if its KV could never fit the pool: all of it, or with a
+        window what it holds while this chunk runs."""
+        kv, rid, capacity = self.kv, request.request_id, self.kv.pool.num_blocks
+        if self.window is None:
+            if kv.fits_at_all(request.num_known):
+                return True
+            self.fail(request, f"needs {request.num_known} tokens of KV; the pool holds {capacity * kv.block_size}")
+            return False
+        need = kv.num_blocks_held(rid) + kv.num_new_blocks(rid, request.num_computed + num_tokens)
+        if need <= capacity:
+            return True
+        self.fail(request, f"needs {need} blocks of KV for its window and chunk; the pool holds {capacity}")
+        return False
 
     def _resident(self, request: StageRequest, plan: SchedulerPlan) -> bool:
         """True when the request's KV is all on the device; else it waits for a load or,
@@ -237,6 +277,8 @@ class Scheduler:
             if request.request_id not in self.requests:
                 continue
             payload = request.advance(chunk.num_tokens, output.results.get(request.request_id))
+            if self.window is not None:  # free what no later query reads: before the next position's window
+                self.kv.drop(request.request_id, self.window.sinks, request.num_computed - self.window.tokens)
             if request.num_pending == 0:
                 request.ready_since = None
                 if request.is_dormant and self.residency is not None:

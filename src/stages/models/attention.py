@@ -10,6 +10,12 @@ Decoding is bound by memory traffic: runs are cut so that a run's gathered keys
 stay small enough to be read back from the CPU cache, and a long context gets a run
 of its own instead of padding every shorter one to its length. Decode rows sorted
 by context length pad least.
+
+With a window (tokens W, sinks S) a query at position t attends to positions [0, S)
+and [t - W, t]. A sequence's blocks are then its live ones only, each with its
+logical index, and masks are built from the logical positions they hold. Only
+live blocks are ever gathered (a run pads a row with its own first block), so
+whatever freed blocks hold never reaches the output.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from stages.config import WindowSpec
 
 DECODE_RUN_POSITIONS = 2048  # padded positions per decode run (~1 MB of float32 keys at 2 x 64 dims)
 
@@ -28,19 +36,20 @@ class DecodeRun:
 
     row_start: int
     num_rows: int
-    block_ids: torch.Tensor  # [num_rows * max_blocks] flat, each row's blocks padded with block 0
-    padding: torch.Tensor  # [num_rows, 1, max_blocks * block_size] bool, True beyond the row's context
+    block_ids: torch.Tensor  # [num_rows * max_blocks] flat, each row's blocks padded with its first block
+    padding: torch.Tensor  # [num_rows, 1, max_blocks * block_size] bool, True where the row's query may not look
 
 
 @dataclass(frozen=True)
 class PrefillSpan:
-    """Rows [row_start, row_start + num_tokens) of the step are positions [context_len - num_tokens, context_len)."""
+    """Rows [row_start, row_start + num_tokens) of the step are a chunk's last positions; its keys are
+    the first `num_keys` positions of its gathered blocks."""
 
     row_start: int
     num_tokens: int
-    context_len: int
-    block_ids: torch.Tensor  # [num_blocks] covering context_len
-    causal_mask: torch.Tensor  # [group * num_tokens, context_len] bool, rows ordered (group, token)
+    num_keys: int
+    block_ids: torch.Tensor  # [num_blocks]
+    causal_mask: torch.Tensor  # [group * num_tokens, num_keys] bool, True where a query looks; rows (group, token)
 
 
 @dataclass(frozen=True)
@@ -54,26 +63,50 @@ class AttentionBatch:
 
 
 def build_attention_batch(
-    block_size: int, decodes: list[tuple[list[int], int]], prefills: list[tuple[list[int], int, int]], slots: list[int],
-    group: int, run_positions: int = DECODE_RUN_POSITIONS,
+    block_size: int, decodes: list[tuple], prefills: list[tuple], slots: list[int], group: int,
+    run_positions: int = DECODE_RUN_POSITIONS, window: WindowSpec | None = None,
 ) -> AttentionBatch:
     """decodes: (block ids, context length); prefills: (block ids, chunk length, context length).
 
+    With a `window`, each tuple also ends with the logical index of each (live) block.
     `group` is query heads per KV head: prefill masks are laid out for grouped rows once
     here, not in every layer. Consecutive decodes share a run while the run pads to at
     most `run_positions` positions (a decode longer than that runs alone).
     """
     spans, row = [], len(decodes)
-    for blocks, num_tokens, context_len in prefills:
+    for blocks, num_tokens, context_len, *logical in prefills:
         query_pos = torch.arange(context_len - num_tokens, context_len)[:, None]
-        mask = (torch.arange(context_len)[None, :] <= query_pos).repeat(group, 1)
-        spans.append(PrefillSpan(row, num_tokens, context_len, torch.tensor(blocks), mask))
+        if window is None:
+            num_keys, mask = context_len, torch.arange(context_len)[None, :] <= query_pos
+        else:
+            keys = _key_positions(block_size, logical)[0]
+            keys = keys[keys < context_len]  # the last block's slots past the chunk hold nothing
+            num_keys, mask = len(keys), ~_excluded(keys[None, :], query_pos, window)
+        spans.append(PrefillSpan(row, num_tokens, num_keys, torch.tensor(blocks), mask.repeat(group, 1)))
         row += num_tokens
-    runs = _decode_runs(block_size, decodes, run_positions)
+    runs = _decode_runs(block_size, decodes, run_positions, window)
     return AttentionBatch(torch.tensor(slots), len(decodes), runs, spans)
 
 
-def _decode_runs(block_size: int, decodes: list[tuple[list[int], int]], run_positions: int) -> list[DecodeRun]:
+def _key_positions(block_size: int, logical: list[list[int]]) -> torch.Tensor:
+    """[rows, width * block_size]: the position each gathered key slot of each row holds, from its blocks'
+    logical indices (a padded row's extra slots lie past any query)."""
+    width = max(len(ids) for ids in logical)
+    padded = torch.tensor([ids + [_PAST_ANY_QUERY] * (width - len(ids)) for ids in logical])
+    return (padded[:, :, None] * block_size + torch.arange(block_size)).flatten(1)
+
+
+_PAST_ANY_QUERY = 1 << 40  # a logical block index beyond every position
+
+
+def _excluded(keys: torch.Tensor, queries: torch.Tensor, window: WindowSpec) -> torch.Tensor:
+    """True where a query position may not look at a key position (broadcast): after it, or between
+    the sinks and its window."""
+    return (keys > queries) | ((keys >= window.sinks) & (keys < queries - window.tokens))
+
+
+def _decode_runs(block_size: int, decodes: list[tuple], run_positions: int,
+                 window: WindowSpec | None) -> list[DecodeRun]:
     """Greedy runs of consecutive decodes whose padded size stays within `run_positions`."""
     runs, start = [], 0
     while start < len(decodes):
@@ -81,16 +114,21 @@ def _decode_runs(block_size: int, decodes: list[tuple[list[int], int]], run_posi
         while end < len(decodes) and (end + 1 - start) * max(width, len(decodes[end][0])) * block_size <= run_positions:
             width = max(width, len(decodes[end][0]))
             end += 1
-        runs.append(_decode_run(block_size, start, decodes[start:end], width))
+        runs.append(_decode_run(block_size, start, decodes[start:end], width, window))
         start = end
     return runs
 
 
-def _decode_run(block_size: int, row_start: int, decodes: list[tuple[list[int], int]], width: int) -> DecodeRun:
-    block_ids = torch.tensor([blocks + [0] * (width - len(blocks)) for blocks, _ in decodes]).view(-1)
-    lengths = torch.tensor([length for _, length in decodes])
-    padding = (torch.arange(width * block_size) >= lengths[:, None])[:, None, :]
-    return DecodeRun(row_start, len(decodes), block_ids, padding)
+def _decode_run(block_size: int, row_start: int, decodes: list[tuple], width: int,
+                window: WindowSpec | None) -> DecodeRun:
+    block_ids = torch.tensor([blocks + blocks[:1] * (width - len(blocks)) for blocks, *_ in decodes]).view(-1)
+    lengths = torch.tensor([decode[1] for decode in decodes])
+    if window is None:
+        padding = torch.arange(width * block_size) >= lengths[:, None]
+    else:
+        keys = _key_positions(block_size, [logical for *_, logical in decodes])
+        padding = _excluded(keys, lengths[:, None] - 1, window)
+    return DecodeRun(row_start, len(decodes), block_ids, padding[:, None, :])
 
 
 def paged_attention(
@@ -157,7 +195,7 @@ def _attend_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
-    keys, values = (_gather(cache, span.block_ids, span.context_len) for cache in (k_cache, v_cache))
+    keys, values = (_gather(cache, span.block_ids, span.num_keys) for cache in (k_cache, v_cache))
     # Heads sharing a KV head become extra query rows: [1, kvh, group * num_tokens, d].
     grouped = q.view(num_tokens, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)
     grouped = grouped.reshape(1, num_kv_heads, group * num_tokens, head_dim)
@@ -166,6 +204,6 @@ def _attend_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     return attended.reshape(num_tokens, num_heads, head_dim)
 
 
-def _gather(cache: torch.Tensor, block_ids: torch.Tensor, context_len: int) -> torch.Tensor:
-    """[1, kv_heads, context_len, dim] from a sequence's whole blocks (index_select copies blocks as rows)."""
-    return cache.index_select(0, block_ids).flatten(0, 1)[:context_len].transpose(0, 1).unsqueeze(0)
+def _gather(cache: torch.Tensor, block_ids: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """[1, kv_heads, num_keys, dim] from a sequence's whole blocks (index_select copies blocks as rows)."""
+    return cache.index_select(0, block_ids).flatten(0, 1)[:num_keys].transpose(0, 1).unsqueeze(0)

@@ -22,16 +22,31 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding:
-    """Precomputed cos/sin tables; `apply` rotates [rows, heads, dim] by position."""
+    """Precomputed cos/sin tables; `apply` rotates [rows, heads, dim] by position.
+
+    Tables start at `max_position` rows and double whenever a position lies beyond them
+    (a windowed stream's positions keep counting past the model's maximum).
+    """
 
     def __init__(self, head_dim: int, max_position: int, theta: float) -> None:
-        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        angles = torch.outer(torch.arange(max_position, dtype=torch.float64), inv_freq)
-        self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).float()
-        self.sin = torch.cat([angles.sin(), angles.sin()], dim=-1).float()
+        self.inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.cos, self.sin = self._rows(0, max_position)
+
+    def _rows(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = torch.outer(torch.arange(start, stop, dtype=torch.float64), self.inv_freq)
+        angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos().float(), angles.sin().float()
 
     def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
+        try:
+            return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
+        except IndexError:  # past the tables: grow them, then index again
+            size = len(self.cos)
+            while size <= int(positions.max()):
+                size *= 2
+            cos, sin = self._rows(len(self.cos), size)
+            self.cos, self.sin = torch.cat([self.cos, cos]), torch.cat([self.sin, sin])
+            return self.tables(positions)
 
     @staticmethod
     def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

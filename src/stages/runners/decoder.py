@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from kvtier import KVCacheManager, blocks_for
+from stages.config import WindowSpec
 from stages.models.attention import build_attention_batch
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import TalkerRequest, ThinkerRequest
@@ -19,12 +20,14 @@ class DecoderRunner(ModelRunner):
     """Flattens the plan's chunks (single-token chunks first, batched as decodes, shortest
     context first so that decode attention pads least), runs the decoder once, and
     samples at the last row of every chunk whose request wants a sample there.
+    With a `window`, attention sees each sequence's live blocks only (see attention).
     Subclasses say how inputs embed and what a result is.
     """
 
-    def __init__(self, model: torch.nn.Module, kv: KVCacheManager) -> None:
+    def __init__(self, model: torch.nn.Module, kv: KVCacheManager, window: WindowSpec | None = None) -> None:
         self.model = model.eval()
         self.kv = kv
+        self.window = window
         decoder = getattr(model.config, "decoder", model.config)
         self.group = decoder.num_heads // decoder.num_kv_heads
         self.kv_layers = [kv.cache.layer(i) for i in range(kv.config.num_layers)]
@@ -67,13 +70,16 @@ class DecoderRunner(ModelRunner):
         decodes, prefills, slots = [], [], []
         for chunk in chunks:
             seq = chunk.request.request_id
-            blocks = self.kv.table(seq).block_ids[: blocks_for(chunk.end, size)]
+            if self.window is None:
+                blocks = (self.kv.table(seq).block_ids[: blocks_for(chunk.end, size)],)
+            else:
+                blocks = self.kv.live_blocks(seq, chunk.end)  # (ids, logical indices)
             slots.extend(self.kv.slot_ids(seq, chunk.start, chunk.end))
             if chunk.num_tokens == 1:
-                decodes.append((blocks, chunk.end))
+                decodes.append((blocks[0], chunk.end, *blocks[1:]))
             else:
-                prefills.append((blocks, chunk.num_tokens, chunk.end))
-        return build_attention_batch(size, decodes, prefills, slots, self.group)
+                prefills.append((blocks[0], chunk.num_tokens, chunk.end, *blocks[1:]))
+        return build_attention_batch(size, decodes, prefills, slots, self.group, window=self.window)
 
 
 class ThinkerRunner(DecoderRunner):
@@ -85,7 +91,9 @@ class ThinkerRunner(DecoderRunner):
         offset = 0
         for chunk in chunks:
             request: ThinkerRequest = chunk.request
-            for span_start, span in request.embed_spans:
+            for span_start, span in reversed(request.embed_spans):  # in position order: stop before the chunk
+                if span_start + len(span) <= chunk.start:
+                    break
                 lo, hi = max(chunk.start, span_start), min(chunk.end, span_start + len(span))
                 if lo < hi:
                     rows[offset + lo - chunk.start : offset + hi - chunk.start] = span[lo - span_start : hi - span_start]
