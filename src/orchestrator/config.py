@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from stages.config import SamplingParams
 from stages.factory import StageSpec
 from stages.validation import require_number, require_positive_ints
+
+ENCODER_FRAME_MS = 80  # one thinker audio token (12.5 Hz)
+MAX_FRAME_MS = 2000
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,33 @@ class InteractionPriors:
 
 
 @dataclass(frozen=True)
+class DuplexConfig:
+    """Full-duplex sessions: every `frame_ms` (a whole number of the encoder's 80 ms frames,
+    at most 2 s) each session's new audio enters its resident thinker request, which then
+    decodes up to `tokens_per_frame` tokens. `expected_session_s`: how long a session is
+    expected to stream (the KV saturation forecast warns when the pool would fill sooner).
+    """
+
+    frame_ms: int = 80
+    tokens_per_frame: int = 1
+    expected_session_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "frame_ms", "tokens_per_frame")
+        if self.frame_ms % ENCODER_FRAME_MS or not ENCODER_FRAME_MS <= self.frame_ms <= MAX_FRAME_MS:
+            raise ValueError(f"frame_ms must be a multiple of {ENCODER_FRAME_MS} in [{ENCODER_FRAME_MS}, {MAX_FRAME_MS}], "
+                             f"got {self.frame_ms}")
+        if self.tokens_per_frame > 16:
+            raise ValueError(f"tokens_per_frame must be at most 16, got {self.tokens_per_frame}")
+        require_number(self, "expected_session_s", lambda v: 0 < v < math.inf, "a finite number of seconds > 0")
+
+    @property
+    def encoder_frames(self) -> int:
+        """Encoder output frames (thinker audio tokens) per duplex frame."""
+        return self.frame_ms // ENCODER_FRAME_MS
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """The four stages, the chunking of the streams between them and default sampling."""
 
@@ -52,6 +83,7 @@ class PipelineConfig:
     thinker_to_talker: ChunkSizes = ChunkSizes(1, 1)
     talker_to_vocoder: ChunkSizes = ChunkSizes(4, 16)
     interaction: InteractionPriors = InteractionPriors()
+    duplex: DuplexConfig = DuplexConfig()
 
     def __post_init__(self) -> None:
         for kind in ("encoder", "thinker", "talker", "vocoder"):

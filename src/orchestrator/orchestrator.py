@@ -12,6 +12,7 @@ import numpy as np
 
 from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
+from orchestrator.duplex import DuplexEvent, DuplexStream
 from orchestrator.events import TurnUsage, UnheardWork
 from orchestrator.placement import LocalPlacement, Placement, StageHandle
 from orchestrator.next_use import NextUseEstimator
@@ -54,8 +55,10 @@ class Orchestrator:
         self.stages: dict[str, StageHandle] = {}
         self.board = PlaybackBoard(clock)
         self.sessions: dict[str, SessionContext] = {}
+        self.duplex: dict[str, DuplexStream] = {}
         self._owners: dict[str, OutputHandler] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ticker: asyncio.Task | None = None
         vocoder = config.vocoder.model
         self.frames_per_token = config.talker.model.frames_per_token
         self.talker_bos_id = config.talker.model.bos_id
@@ -72,6 +75,8 @@ class Orchestrator:
     async def stop(self) -> None:
         for session_id in list(self.sessions):
             self.close_session(session_id)
+        if self._ticker is not None:
+            self._ticker.cancel()
         await asyncio.to_thread(self.placement.stop)
 
     def _from_engine(self, kind: str, outputs: list[StageOutput]) -> None:
@@ -239,7 +244,41 @@ class Orchestrator:
         session.next_thinker_id()
         self._start_thinker(session)
 
+    def open_duplex(self, session_id: str, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
+        """Start the session's full-duplex stream (see DuplexStream); frames tick every `duplex.frame_ms`.
+
+        The stream's context starts with the session's system message, if any.
+        """
+        session = self._session(session_id)
+        if session_id in self.duplex:
+            raise ValueError(f"session {session_id!r} is already streaming")
+        prefix = [t for s in session.segments if s.item_id == SYSTEM_ITEM for t in s.token_ids]
+        stream = self.duplex[session_id] = DuplexStream(self, session_id, listener, prefix)
+        if self._ticker is None:
+            self._ticker = asyncio.ensure_future(self._tick_duplex())
+        return stream
+
+    def close_duplex(self, session_id: str) -> None:
+        stream = self.duplex.pop(session_id, None)
+        if stream is not None:
+            stream.close()
+
+    async def _tick_duplex(self) -> None:
+        """Every frame period, on the period's boundaries (late wake-ups skip, never drift), tick every stream."""
+        period = self.config.duplex.frame_ms / 1000.0
+        due = self.clock()
+        while True:
+            due += period
+            now = self.clock()
+            if due < now:
+                due += period * math.ceil((now - due) / period)
+            await asyncio.sleep(due - now)
+            now = self.clock()
+            for stream in list(self.duplex.values()):
+                stream.tick(now)
+
     def close_session(self, session_id: str) -> None:
+        self.close_duplex(session_id)
         session = self.sessions.pop(session_id, None)
         if session is None:
             return

@@ -6,10 +6,12 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import numpy as np
 
 from liveserve.realtime.conversation import Conversation, Item
+from liveserve.realtime.duplex_link import DuplexLink, duplex_request
 from liveserve.realtime.errors import RealtimeError, require
 from liveserve.realtime.input_audio import InputAudioBuffer, Resampler24to16, decode_pcm16
 from liveserve.realtime.metrics import ServerMetrics
@@ -30,11 +32,14 @@ class RealtimeSession:
     `handle` takes one raw client message; a mistake in it becomes an `error` event
     and the session goes on. Outgoing events are queued and written in order by the
     server's writer (`send`). `close` cancels any response and frees the session's
-    state in every stage.
+    state in every stage. In full-duplex mode (`session.liveserve.duplex`) input audio
+    streams frame by frame into a DuplexLink; `is_ended` turns true when that stream
+    failed and the connection should close.
     """
 
     def __init__(self, orch: Orchestrator, settings: SessionSettings, dialect: Dialect,
-                 send: Callable[[dict], Awaitable[None]], metrics: ServerMetrics) -> None:
+                 send: Callable[[dict], Awaitable[None]], metrics: ServerMetrics,
+                 on_frame_latency: Callable[[float], None] | None = None) -> None:
         self.session_id = new_id("sess")
         self.orch, self.settings, self.dialect, self.metrics = orch, settings, dialect, metrics
         self.conversation = Conversation()
@@ -43,6 +48,8 @@ class RealtimeSession:
         self.response: ResponseStream | None = None
         self.pending_user_item: str | None = None
         self.speech_start_ms: float | None = None
+        self.duplex: DuplexLink | None = None
+        self._on_frame_latency = on_frame_latency or (lambda seconds: None)
         self._outbox: asyncio.Queue[dict | None] = asyncio.Queue()
         self._writer = asyncio.ensure_future(self._write(send))
         self._tasks: set[asyncio.Task] = set()
@@ -98,8 +105,15 @@ class RealtimeSession:
 
     # session and input audio
 
+    @property
+    def is_ended(self) -> bool:
+        return self.duplex is not None and self.duplex.failed
+
     def on_session_update(self, event: dict) -> None:
+        duplex = duplex_request(event.get("session"))
         settings = apply_update(self.settings, event.get("session"))
+        if duplex or (duplex is None and self.duplex is not None):
+            settings = replace(settings, turn_detection=None)
         if settings.instructions != self.settings.instructions:
             try:
                 self.orch.set_instructions(self.session_id, settings.instructions)
@@ -108,10 +122,25 @@ class RealtimeSession:
         if settings.turn_detection != self.settings.turn_detection:
             self.monitor.detector = self._detector(settings)
         self.settings = settings
+        if duplex is not None:
+            self._set_duplex(duplex)
         self.emit("session.updated", session=self._session_json())
+
+    def _set_duplex(self, on: bool) -> None:
+        if on and self.duplex is None:
+            require(self.response is None, "conversation_already_has_active_response",
+                    "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
+            self.buffer.clear()
+            self.duplex = DuplexLink(self.orch, self.session_id, self.emit, self.emit_error, self._on_frame_latency)
+        elif not on and self.duplex is not None:
+            self.duplex.close()
+            self.duplex = None
 
     def on_append(self, event: dict) -> None:
         samples = decode_pcm16(event.get("audio"))
+        if self.duplex is not None:
+            self.duplex.push(samples)
+            return
         audio_16k = self.buffer.append(samples)
         if self.settings.turn_detection is not None:
             for vad_event in self.monitor.feed_audio(audio_16k):
@@ -242,6 +271,8 @@ class RealtimeSession:
     # responses
 
     def on_response_create(self, event: dict) -> None:
+        require(self.duplex is None, "invalid_request", "a duplex session answers every frame; responses are not "
+                "created in duplex mode (turn it off with session.liveserve.duplex false)", "type")
         require(self.response is None, "conversation_already_has_active_response",
                 "a response is already in progress; cancel it or wait for response.done")
         body = event.get("response")

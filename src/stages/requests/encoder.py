@@ -12,22 +12,25 @@ class EncoderRequest(StageRequest):
 
     Chunks of `chunk_frames` frames are encoded independently, so a chunk is
     schedulable once complete (or once the input is closed, for the last partial one),
-    and a round takes whole chunks only.
+    and a round takes whole chunks only. Audio already encoded is let go, so a stream
+    of any length holds only what is still to encode.
     """
 
     def __init__(self, request_id: str, arrival_time: float, chunk_frames: int, samples_per_frame: int) -> None:
         super().__init__(request_id, arrival_time)
         self.chunk_frames = chunk_frames
         self.samples_per_frame = samples_per_frame
-        self.audio = torch.zeros(0)
+        self.audio = torch.zeros(0)  # samples from `self.base` on
+        self.base = 0
         self.is_closed = False
 
     @property
     def num_known(self) -> int:
-        whole = len(self.audio) // self.samples_per_frame
+        received = self.base + len(self.audio)
+        whole = received // self.samples_per_frame
         if not self.is_closed:
             return whole - whole % self.chunk_frames
-        return -(-len(self.audio) // self.samples_per_frame)
+        return -(-received // self.samples_per_frame)
 
     @property
     def is_finished(self) -> bool:
@@ -46,10 +49,13 @@ class EncoderRequest(StageRequest):
 
     def advance(self, num_tokens: int, result: torch.Tensor) -> torch.Tensor:
         self.num_computed += num_tokens
+        done = min(self.num_computed * self.samples_per_frame - self.base, len(self.audio))
+        self.audio, self.base = self.audio[done:], self.base + done
         return result
 
     def chunks(self, start: int, end: int) -> list[torch.Tensor]:
         """Audio of the chunks covering frames [start, end) (start is chunk-aligned)."""
         step = self.chunk_frames * self.samples_per_frame
-        lo, hi = start * self.samples_per_frame, min(end * self.samples_per_frame, len(self.audio))
+        lo = start * self.samples_per_frame - self.base
+        hi = min(end * self.samples_per_frame - self.base, len(self.audio))
         return [self.audio[s : min(s + step, hi)] for s in range(lo, hi, step)]

@@ -1,0 +1,59 @@
+"""A Realtime session in full-duplex mode: its input audio streams into the orchestrator frame by frame."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from liveserve.realtime.errors import RealtimeError, require
+from liveserve.realtime.input_audio import Resampler24to16
+from orchestrator.duplex import DuplexEvent, FrameAnswered, StreamFailed
+from orchestrator.orchestrator import Orchestrator
+
+FRAME_EVENT = "liveserve.duplex.frame"
+
+
+def duplex_request(session: Any) -> bool | None:
+    """`session.liveserve.duplex` of a session.update body: True, False, or None when not given."""
+    extension = session.get("liveserve") if isinstance(session, dict) else None
+    if extension is None:
+        return None
+    require(isinstance(extension, dict), "invalid_type", "liveserve must be an object", "session.liveserve")
+    duplex = extension.get("duplex")
+    require(duplex is None or isinstance(duplex, bool), "invalid_type",
+            f"duplex must be a boolean, got {duplex!r}", "session.liveserve.duplex")
+    return duplex
+
+
+class DuplexLink:
+    """Feeds a session's 24 kHz input to its DuplexStream and turns the stream's events into server events.
+
+    Each answered frame becomes a `liveserve.duplex.frame` event and one call of
+    `on_frame_latency(seconds)`; a failed stream becomes an `error` event with the
+    stream's code, after which `failed` is true and the session should end.
+    """
+
+    def __init__(self, orch: Orchestrator, session_id: str, emit: Callable[..., None],
+                 emit_error: Callable[[RealtimeError], None], on_frame_latency: Callable[[float], None]) -> None:
+        self.orch, self.session_id = orch, session_id
+        self.emit, self.emit_error, self.on_frame_latency = emit, emit_error, on_frame_latency
+        self.failed = False
+        self._resampler = Resampler24to16()
+        self.stream = orch.open_duplex(session_id, self._on_event)
+
+    def push(self, samples_24k: np.ndarray) -> None:
+        self.stream.push(self._resampler.process(samples_24k))
+
+    def _on_event(self, event: DuplexEvent) -> None:
+        if isinstance(event, FrameAnswered):
+            self.on_frame_latency(event.latency_s)
+            self.emit(FRAME_EVENT, frame_index=event.index, text=event.text, token_ids=event.token_ids,
+                      latency_ms=round(1000.0 * event.latency_s, 3), context_tokens=event.context_tokens)
+        elif isinstance(event, StreamFailed):
+            self.failed = True
+            self.emit_error(RealtimeError(event.code, event.message, error_type="server_error"))
+
+    def close(self) -> None:
+        self.orch.close_duplex(self.session_id)

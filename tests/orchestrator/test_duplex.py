@@ -1,0 +1,96 @@
+"""Full-duplex streams on real engine threads: every frame answered in order, limits kept per stream."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import numpy as np
+
+from orchestrator.config import DuplexConfig
+from orchestrator.duplex import FrameAnswered, StreamFailed
+from orchestrator.orchestrator import Orchestrator
+
+FRAME_16K = 1280 * 2  # 160 ms at 16 kHz
+
+
+def with_duplex(pipeline, max_position: int | None = None, **duplex):
+    thinker = pipeline.thinker
+    if max_position is not None:
+        thinker = dataclasses.replace(thinker, model=dataclasses.replace(thinker.model, max_position=max_position))
+    return dataclasses.replace(pipeline, thinker=thinker, duplex=DuplexConfig(**duplex))
+
+
+async def stream_audio(orch: Orchestrator, session_id: str, audio: np.ndarray, events: list, frames: int) -> None:
+    """Push `frames` frames of audio, one per frame period, as a real-time client would."""
+    stream = orch.duplex[session_id]
+    audio = np.resize(audio, frames * FRAME_16K)  # looped
+    for i in range(frames):
+        if not stream.is_open:
+            return
+        stream.push(audio[i * FRAME_16K : (i + 1) * FRAME_16K])
+        await asyncio.sleep(0.16)
+
+
+async def wait_for(predicate, timeout_s: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_every_frame_is_answered_in_order_with_its_latency(pipeline, speech_16k):
+    async def scenario():
+        orch = Orchestrator(with_duplex(pipeline, frame_ms=160, tokens_per_frame=2))
+        await orch.start()
+        try:
+            events = {"a": [], "b": []}
+            for name in events:
+                orch.open_session(name)
+                orch.open_duplex(name, events[name].append)
+            await asyncio.gather(*(stream_audio(orch, n, speech_16k, events[n], 8) for n in events))
+            await wait_for(lambda: all(len(e) == 8 for e in events.values()))
+            for got in events.values():
+                assert [e.index for e in got] == list(range(8))
+                assert all(isinstance(e, FrameAnswered) and 1 <= len(e.token_ids) <= 2 for e in got)
+                assert all(0 < e.latency_s < 5 for e in got)
+                assert [e.context_tokens for e in got] == sorted(e.context_tokens for e in got)
+            orch.close_session("a")
+            orch.close_session("b")
+            await orch.wait_idle()
+            assert all(s.num_requests == 0 and s.kv_blocks_used == 0 for s in orch.status())
+        finally:
+            await orch.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_unbounded_stream_at_the_maximum_length_fails_alone(pipeline, speech_16k):
+    async def scenario():
+        # 2 encoder frames + 1 token per frame: the 64-position context holds 21 frames
+        orch = Orchestrator(with_duplex(pipeline, max_position=64, frame_ms=160, tokens_per_frame=1))
+        await orch.start()
+        try:
+            events = {"long": [], "late": []}
+
+            async def late_start():
+                await asyncio.sleep(1.6)  # co-resident when "long" fails, 10 frames behind it
+                orch.open_session("late")
+                orch.open_duplex("late", events["late"].append)
+                await stream_audio(orch, "late", speech_16k, events["late"], 16)
+
+            orch.open_session("long")
+            orch.open_duplex("long", events["long"].append)
+            await asyncio.gather(stream_audio(orch, "long", speech_16k, events["long"], 30), late_start())
+            await wait_for(lambda: len(events["late"]) == 16)
+            assert isinstance(events["long"][-1], StreamFailed)
+            assert events["long"][-1].code == "context_length_exceeded"
+            assert [e.index for e in events["long"][:-1]] == list(range(21))
+            assert [e.index for e in events["late"]] == list(range(16))
+            assert all(isinstance(e, FrameAnswered) for e in events["late"])
+            thinker = next(s for s in orch.status() if s.name == "thinker")
+            assert thinker.num_requests == 3  # two sessions' turn contexts and "late"'s stream: "long"'s is gone
+        finally:
+            await orch.stop()
+
+    asyncio.run(scenario())
