@@ -7,9 +7,10 @@ from pathlib import Path
 
 import yaml
 
+from liveserve.admission import AdmissionConfig
 from liveserve.config_reader import ConfigError, Section, build
-from orchestrator.config import ChunkSizes, InteractionPriors, PipelineConfig
-from stages.config import SamplingParams, SchedulerConfig
+from orchestrator.config import ChunkSizes, DuplexConfig, InteractionPriors, PipelineConfig
+from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import KVSpec, StageSpec
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
@@ -56,6 +57,11 @@ class LiveServeConfig:
     runtime: RuntimeConfig
     server: ServerConfig
     source: str
+    admission: AdmissionConfig = AdmissionConfig()
+
+    @property
+    def duplex(self) -> DuplexConfig:
+        return self.pipeline.duplex
 
 
 def default_config_path() -> Path:
@@ -111,11 +117,21 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         thinker_to_talker=streaming.section("thinker_to_talker").fill(ChunkSizes),
         talker_to_vocoder=streaming.section("talker_to_vocoder").fill(ChunkSizes),
         interaction=root.section("interaction").fill(InteractionPriors),
+        duplex=root.section("duplex").fill(DuplexConfig),
     )
     streaming.finish()
     runtime = root.section("runtime").fill(RuntimeConfig)
     server = root.section("server").fill(ServerConfig)
-    return LiveServeConfig(name, pipeline, runtime, server, str(source))
+    admission = _read_admission(root.section("admission"), server)
+    return LiveServeConfig(name, pipeline, runtime, server, str(source), admission)
+
+
+def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
+    admission = section.fill(AdmissionConfig)
+    if admission.min_cap > server.max_sessions:
+        raise ConfigError(f"{section.where('min_cap')}: {admission.min_cap} exceeds server.max_sessions "
+                          f"({server.max_sessions})")
+    return admission
 
 
 def _read_models(model: Section) -> dict:
@@ -135,5 +151,13 @@ def _read_models(model: Section) -> dict:
 def _read_stage(section: Section, kind: str, model, seed: int, weights: Path | None) -> StageSpec:
     scheduler = section.section("scheduler").fill(SchedulerConfig)
     kv = section.section("kv").fill(KVSpec) if kind in ("thinker", "talker") else None
+    window = _read_window(section) if kind in ("thinker", "talker") else None
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
-                 seed=seed, checkpoint=weights)
+                 seed=seed, checkpoint=weights, window=window)
+
+
+def _read_window(section: Section) -> WindowSpec | None:
+    """`window: {tokens: W, sinks: S}`; absent or null: unbounded."""
+    present = section.data.get("window") is not None
+    window = section.section("window")
+    return window.fill(WindowSpec) if present else None

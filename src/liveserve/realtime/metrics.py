@@ -1,17 +1,20 @@
-"""Prometheus metrics of one server: sessions, first-audio latency, RTF, stages, scheduling, KV."""
+"""Prometheus metrics of one server: sessions, admission, first-audio and frame latency, RTF, stages, scheduling, KV."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from liveserve.admission import DECISIONS, AdmissionGate, KVWatch
 from orchestrator.events import TurnUsage, UnheardWork
 from stages.engine import StageStatus
 
 TTFP_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+FRAME_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.25, 0.4, 0.6, 1.0, 1.5, 2.0, 4.0)
 RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
 UNITS_BY_STAGE = {"thinker": "text_tokens", "talker": "codec_frames", "vocoder": "vocoder_frames"}
 
@@ -125,6 +128,60 @@ class KVTierCollector(Collector):
         yield from (reload, transfer_bytes, transfer_seconds, preloads, evictions, fallbacks, host, link)
 
 
+class AdmissionCollector(Collector):
+    """The admission gate's cap, its admit/reject decisions and its control law's adjustments, read at scrape time."""
+
+    def __init__(self, gate: AdmissionGate) -> None:
+        self.gate = gate
+
+    def collect(self):
+        yield GaugeMetricFamily("liveserve_admission_cap", "Sessions the admission gate lets be live now",
+                                value=self.gate.cap)
+        decisions = CounterMetricFamily("liveserve_admission_decisions", "Arriving sessions admitted or rejected",
+                                        labels=["decision"])
+        decisions.add_metric(["admit"], self.gate.num_admitted)
+        decisions.add_metric(["reject"], self.gate.num_rejected)
+        yield decisions
+        adjustments = CounterMetricFamily("liveserve_admission_adjustments", "Runs of the admission control law "
+                                          "(aimd) by what they did to the cap", labels=["action"])
+        for action in DECISIONS:
+            adjustments.add_metric([action], self.gate.adjustments[action])
+        yield adjustments
+        last = self.gate.last
+        p99 = last.p99_s if last is not None and last.p99_s is not None else math.nan
+        yield GaugeMetricFamily("liveserve_admission_interval_p99_seconds", "p99 per-frame latency of the control "
+                                "law's last interval (NaN: none yet, or no frames in it)", value=p99)
+
+
+class SaturationCollector(Collector):
+    """Per-stage KV occupancy, fitted fill rate and time to saturation, and per-session resident
+    tokens, as last sampled (KVWatch); ended sessions have no samples."""
+
+    def __init__(self, watch: KVWatch) -> None:
+        self.watch = watch
+
+    def collect(self):
+        families = {
+            "occupancy": GaugeMetricFamily("liveserve_kv_occupancy", "KV pool occupancy (0-1)", labels=["stage"]),
+            "rate": GaugeMetricFamily("liveserve_kv_fill_rate", "Fitted occupancy growth per second per session "
+                                      "(NaN: too few samples)", labels=["stage"]),
+            "t_sat": GaugeMetricFamily("liveserve_kv_time_to_saturation_seconds", "Predicted time until the KV "
+                                       "pool is full (NaN: not filling)", labels=["stage"]),
+            "warning": GaugeMetricFamily("liveserve_kv_saturation_warning", "1 while the pool is predicted to "
+                                         "fill sooner than the expected session time", labels=["stage"]),
+        }
+        for name, f in self.watch.forecasts.items():
+            for key, value in (("occupancy", f.occupancy), ("rate", f.fill_rate), ("t_sat", f.time_to_saturation_s),
+                               ("warning", int(f.is_warning))):
+                families[key].add_metric([name], math.nan if value is None else value)
+        yield from families.values()
+        resident = GaugeMetricFamily("liveserve_session_resident_tokens", "Thinker tokens whose KV is on the "
+                                     "device, per session", labels=["session"])
+        for session, tokens in self.watch.resident_tokens.items():
+            resident.add_metric([session], tokens)
+        yield resident
+
+
 class ServerMetrics:
     """The server's registry; sessions report into it, /metrics renders it."""
 
@@ -135,6 +192,10 @@ class ServerMetrics:
                                          registry=self.registry)
         self.ttfp = Histogram("liveserve_audio_ttfp_seconds", "End of user turn to first audio delta",
                               buckets=TTFP_BUCKETS, registry=self.registry)
+        self.frame_latency = Histogram("liveserve_duplex_frame_latency_seconds", "Duplex frame due to the "
+                                       "thinker's last token of that frame", buckets=FRAME_BUCKETS,
+                                       registry=self.registry)
+        self.frames = Counter("liveserve_duplex_frames", "Duplex frames done", registry=self.registry)
         self.rtf = Histogram("liveserve_audio_rtf", "Response generation time over audio duration",
                              buckets=RTF_BUCKETS, registry=self.registry)
         self.underruns = Counter("liveserve_playback_underruns", "Client playback underruns (as modelled)",
@@ -154,6 +215,15 @@ class ServerMetrics:
 
     def observe_ttfp(self, seconds: float) -> None:
         self.ttfp.observe(seconds)
+
+    def watch_admission(self, gate: AdmissionGate, watch: KVWatch) -> None:
+        """Export `gate`'s cap and decisions and `watch`'s KV forecasts from now on."""
+        self.registry.register(AdmissionCollector(gate))
+        self.registry.register(SaturationCollector(watch))
+
+    def observe_frame(self, latency_s: float) -> None:
+        self.frame_latency.observe(latency_s)
+        self.frames.inc()
 
     def observe_rtf(self, rtf: float) -> None:
         self.rtf.observe(rtf)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import Response
 from starlette.websockets import WebSocketState
 
+from liveserve.admission import KVWatch, make_admission
 from liveserve.config import LiveServeConfig
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.metrics import ServerMetrics
@@ -22,13 +24,16 @@ from orchestrator.orchestrator import Orchestrator
 
 log = logging.getLogger(__name__)
 CLOSE_TRY_AGAIN_LATER = 1013
+SAMPLE_PERIOD_S = 0.5  # KV pools sampled and the admission gate ticked this often (at most)
 
 
 class RealtimeServer:
-    """One orchestrator shared by every connection, admission by `max_sessions`.
+    """One orchestrator shared by every connection, admission by `gate` (`admission.policy`).
 
     `monitors` holds every live session's interaction monitor (playback, speech,
-    barge-in), keyed by session id.
+    barge-in), keyed by session id. While `watch` runs, it samples the stages' KV
+    pools into `kv_watch` and ticks the gate; sessions report each duplex frame's
+    latency to `frame_done`.
     """
 
     def __init__(self, config: LiveServeConfig) -> None:
@@ -37,16 +42,20 @@ class RealtimeServer:
         self.metrics = ServerMetrics(self.orch.status)
         self.monitors = MonitorRegistry()
         self.sessions: set[RealtimeSession] = set()
+        self.gate = make_admission(config.admission, config.duplex.frame_ms / 1000, config.server.max_sessions)
+        self.kv_watch = KVWatch(config.admission.forecast_window_s, config.duplex.expected_session_s)
+        self.metrics.watch_admission(self.gate, self.kv_watch)
 
     async def serve_connection(self, ws: WebSocket) -> None:
         offered = ws.scope.get("subprotocols") or []
         await ws.accept(subprotocol="realtime" if "realtime" in offered else None)
-        if len(self.sessions) >= self.config.server.max_sessions:
+        if not self.gate.admit(len(self.sessions), time.monotonic()):
             await self._reject(ws)
             return
         dialect = Dialect(ws.headers.get("openai-beta", "").startswith("realtime=v1"))
         model = ws.query_params.get("model") or self.config.model_name
-        session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics)
+        session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics,
+                                  on_frame_latency=self.frame_done)
         self.sessions.add(session)
         self.monitors.add(session.monitor)
         self.metrics.live_sessions.set(len(self.sessions))
@@ -60,6 +69,27 @@ class RealtimeServer:
             await session.close()
             await _close_quietly(ws)
 
+    def frame_done(self, latency_s: float) -> None:
+        """One duplex frame answered `latency_s` after it was due: export it and feed the gate."""
+        self.metrics.observe_frame(latency_s)
+        self.gate.observe_frame(latency_s, time.monotonic())
+
+    def sample(self, now: float) -> None:
+        """Sample the stages' KV pools and run the gate's control law if its interval has passed."""
+        self.kv_watch.sample(self.orch.status(), len(self.sessions), now)
+        adjustment = self.gate.tick(len(self.sessions), now)
+        if adjustment is not None and adjustment.decision != "hold":
+            log.info("admission: %s to a cap of %d (%d live, p99 frame latency %.1f ms over %d frames)",
+                     adjustment.decision, adjustment.cap, adjustment.live, 1000 * adjustment.p99_s,
+                     adjustment.num_frames)
+
+    async def watch(self) -> None:
+        """`sample` periodically until cancelled."""
+        period = min(SAMPLE_PERIOD_S, self.config.admission.interval_s)
+        while True:
+            self.sample(time.monotonic())
+            await asyncio.sleep(period)
+
     async def _receive_loop(self, ws: WebSocket, session: RealtimeSession) -> None:
         idle = self.config.server.idle_timeout_s
         with contextlib.suppress(WebSocketDisconnect):
@@ -72,11 +102,13 @@ class RealtimeServer:
                 if message["type"] == "websocket.disconnect":
                     return
                 await session.handle(message.get("text") if message.get("text") is not None else message.get("bytes"))
+                if session.is_ended:
+                    return
 
     async def _reject(self, ws: WebSocket) -> None:
         self.metrics.rejected_sessions.inc()
         error = RealtimeError("session_capacity_exceeded",
-                              f"the server is at its limit of {self.config.server.max_sessions} sessions; try again later",
+                              f"the server is at its limit of {self.gate.cap} sessions; try again later",
                               error_type="server_error")
         await ws.send_json({"type": "error", "event_id": new_id("event"), "error": error.payload(None)})
         await ws.close(code=CLOSE_TRY_AGAIN_LATER)
@@ -95,9 +127,12 @@ def create_app(config: LiveServeConfig) -> FastAPI:
     async def lifespan(app: FastAPI):
         configure_torch(config.runtime)
         await server.orch.start()
+        watch = asyncio.ensure_future(server.watch())
         try:
             yield
         finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
             await server.orch.stop()
 
     app = FastAPI(title="LiveServe", lifespan=lifespan)
@@ -106,7 +141,7 @@ def create_app(config: LiveServeConfig) -> FastAPI:
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok", "model": config.model_name, "sessions": len(server.sessions),
-                "max_sessions": config.server.max_sessions}
+                "max_sessions": config.server.max_sessions, "admission_cap": server.gate.cap}
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -1,0 +1,10 @@
+"""Who gets in: admission gates on per-frame latency, and forecasts of when KV pools fill (pure Python)."""
+
+from liveserve.admission.config import AdmissionConfig
+from liveserve.admission.forecast import SaturationForecast
+from liveserve.admission.gate import DECISIONS, Adjustment, AdmissionGate, FixedAdmission
+from liveserve.admission.kv_watch import KVWatch, session_of
+from liveserve.admission.registry import admission_policy_names, make_admission
+
+__all__ = ["DECISIONS", "AdmissionConfig", "AdmissionGate", "Adjustment", "FixedAdmission", "KVWatch",
+           "SaturationForecast", "admission_policy_names", "make_admission", "session_of"]

@@ -1,0 +1,70 @@
+"""AIMD admission: the cap follows the measured per-frame latency."""
+
+from __future__ import annotations
+
+import math
+
+from liveserve.admission.config import AdmissionConfig
+from liveserve.admission.gate import Adjustment, AdmissionGate
+
+FLOOR_EPSILON = 1e-9  # live x factor that is a whole number in exact arithmetic stays that number
+
+
+def p99(latencies: list[float]) -> float | None:
+    """The nearest-rank 99th percentile: the maximum when there are 100 samples or fewer."""
+    if not latencies:
+        return None
+    ordered = sorted(latencies)
+    return ordered[math.ceil(0.99 * len(ordered)) - 1]
+
+
+class AIMDAdmission(AdmissionGate):
+    """Additive increase, multiplicative decrease of the cap, once per `config.interval_s`.
+
+    At the end of an interval with frames: p99 > target x frame budget -> decrease
+    to max(min_cap, floor(live x decrease_factor)) (a decrease never raises the cap);
+    otherwise, when live >= cap - 1 (sessions approach the cap) and cap < max_cap
+    -> increase by one; else hold. An interval without frames holds. The first tick
+    starts the first interval.
+    """
+
+    def __init__(self, config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> None:
+        if config.min_cap > max_cap:
+            raise ValueError(f"min_cap ({config.min_cap}) exceeds the maximum of {max_cap} sessions")
+        super().__init__()
+        self.config, self.max_cap = config, max_cap
+        self.limit_s = config.target * frame_budget_s
+        self._cap = min(config.initial_cap, max_cap)
+        self._latencies: list[float] = []
+        self._interval_start: float | None = None
+
+    @property
+    def cap(self) -> int:
+        return self._cap
+
+    def observe_frame(self, latency_s: float, now: float) -> None:
+        self._latencies.append(latency_s)
+
+    def tick(self, live: int, now: float) -> Adjustment | None:
+        if self._interval_start is None:
+            self._interval_start = now
+        if now - self._interval_start < self.config.interval_s:
+            return None
+        latency = p99(self._latencies)
+        decision = self._decide(live, latency)
+        adjustment = Adjustment(now, decision, self._cap, live, latency, len(self._latencies))
+        self._latencies.clear()
+        self._interval_start = now
+        return self.record(adjustment)
+
+    def _decide(self, live: int, latency: float | None) -> str:
+        if latency is None:
+            return "hold"
+        if latency > self.limit_s:
+            lowered = math.floor(live * self.config.decrease_factor + FLOOR_EPSILON)
+            self._cap = min(self._cap, max(self.config.min_cap, lowered))
+            return "decrease"
+        if live >= self._cap - 1 and self._cap < self.max_cap:
+            self._cap += 1
+            return "increase"
+        return "hold"

@@ -1,0 +1,42 @@
+"""Frozen admission settings (built by liveserve.config from the `admission:` section)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from stages.validation import require_number, require_positive_ints
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """How many sessions are let in, and the window of the KV saturation forecast.
+
+    `policy` fixed admits up to server.max_sessions. `policy` aimd starts its cap at
+    `initial_cap` and every `interval_s` raises it by one while the interval's p99
+    per-frame latency is at most `target` x the frame budget and live sessions
+    approach the cap, or drops it to max(`min_cap`, floor(live x `decrease_factor`))
+    when the p99 is over; the cap never exceeds server.max_sessions.
+    `forecast_window_s`: how much occupancy history the fill-rate fit uses.
+    """
+
+    policy: str = "fixed"
+    initial_cap: int = 4
+    min_cap: int = 1
+    target: float = 0.5
+    decrease_factor: float = 0.7
+    interval_s: float = 1.0
+    forecast_window_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        from liveserve.admission.registry import admission_policy_names
+
+        if self.policy not in admission_policy_names():
+            raise ValueError(f"unknown admission policy {self.policy!r}; choose from {list(admission_policy_names())}")
+        require_positive_ints(self, "initial_cap", "min_cap")
+        if self.initial_cap < self.min_cap:
+            raise ValueError(f"initial_cap ({self.initial_cap}) must be at least min_cap ({self.min_cap})")
+        require_number(self, "target", lambda v: 0 < v <= 1, "a number in (0, 1] (a fraction of the frame budget)")
+        require_number(self, "decrease_factor", lambda v: 0 < v < 1, "a number in (0, 1)")
+        for name in ("interval_s", "forecast_window_s"):
+            require_number(self, name, lambda v: 0 < v < math.inf, "a finite number of seconds > 0")

@@ -1,0 +1,46 @@
+"""The `admission:` section: defaults load, every mistake names its field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from liveserve.admission import AdmissionConfig
+from liveserve.config import default_config_path, load_config
+from liveserve.config_reader import ConfigError
+
+
+def load_variant(tmp_path, admission: dict, **server):
+    data = yaml.safe_load(default_config_path().read_text())
+    data["admission"] = admission
+    data["server"].update(server)
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_config(path)
+
+
+def test_default_and_given_admission_settings_load(tmp_path):
+    assert load_config().admission == AdmissionConfig()
+    config = load_variant(tmp_path, {"policy": "aimd", "initial_cap": 2, "decrease_factor": 0.5, "interval_s": 2})
+    assert config.admission == AdmissionConfig(policy="aimd", initial_cap=2, decrease_factor=0.5, interval_s=2.0)
+    assert load_variant(tmp_path, None).admission == AdmissionConfig()  # an empty section: the defaults
+
+
+@pytest.mark.parametrize(
+    ("admission", "message"),
+    [
+        ({"policy": "pid"}, r"admission: unknown admission policy 'pid'; choose from \['fixed', 'aimd'\]"),
+        ({"initial_cap": 0}, r"admission: initial_cap must be a positive integer, got 0"),
+        ({"min_cap": 3, "initial_cap": 2}, r"admission: initial_cap \(2\) must be at least min_cap \(3\)"),
+        ({"target": 1.5}, r"admission: target must be a number in \(0, 1\]"),
+        ({"decrease_factor": 1.0}, r"admission: decrease_factor must be a number in \(0, 1\), got 1.0"),
+        ({"interval_s": 0}, r"admission: interval_s must be a finite number of seconds > 0"),
+        ({"forecast_window_s": -1}, r"admission: forecast_window_s must be a finite number of seconds > 0"),
+        ({"interval_s": "soon"}, r"admission\.interval_s: expected float, got 'soon'"),
+        ({"intervals": 1}, r"admission\.intervals: unknown field \(did you mean 'interval_s'\?\)"),
+        ({"min_cap": 5, "initial_cap": 5}, r"admission\.min_cap: 5 exceeds server\.max_sessions \(4\)"),
+    ],
+)
+def test_admission_mistakes_name_the_field(tmp_path, admission, message):
+    with pytest.raises(ConfigError, match=message):
+        load_variant(tmp_path, admission, max_sessions=4)

@@ -1,0 +1,98 @@
+"""Admission gates on a fake clock: AIMD's cap rises, drops and holds as the issue says."""
+
+from __future__ import annotations
+
+import pytest
+
+from liveserve.admission import AdmissionConfig, FixedAdmission, make_admission
+from liveserve.admission.aimd import AIMDAdmission, p99
+
+BUDGET_S = 0.08  # an 80 ms frame: with target 0.5 the limit is 40 ms
+GOOD, BAD = 0.02, 0.06
+
+
+def aimd(**overrides) -> AIMDAdmission:
+    config = AdmissionConfig(**{"policy": "aimd", "initial_cap": 4, "min_cap": 1, "target": 0.5,
+                                "decrease_factor": 0.7, "interval_s": 1.0, **overrides})
+    return AIMDAdmission(config, BUDGET_S, max_cap=8)
+
+
+def interval(gate: AIMDAdmission, now: float, live: int, *latencies: float):
+    """Frames observed during (now - 1, now], then the tick that closes the interval at `now`."""
+    for latency in latencies:
+        gate.observe_frame(latency, now - 0.5)
+    return gate.tick(live, now)
+
+
+def test_fixed_admits_up_to_max_sessions_and_counts_decisions():
+    gate = make_admission(AdmissionConfig(), BUDGET_S, max_cap=2)
+    assert isinstance(gate, FixedAdmission) and gate.cap == 2
+    assert [gate.admit(live, 0.0) for live in (0, 1, 2, 3)] == [True, True, False, False]
+    assert (gate.num_admitted, gate.num_rejected) == (2, 2)
+    gate.observe_frame(10.0, 0.0)
+    assert gate.tick(2, 5.0) is None and gate.cap == 2  # no control law
+
+
+def test_rises_by_one_per_interval_while_latency_is_good_and_live_approaches_the_cap():
+    gate = aimd()
+    assert gate.tick(3, 0.0) is None  # the first tick starts the first interval
+    assert gate.tick(3, 0.5) is None  # the interval has not passed
+    assert interval(gate, 1.0, 3, GOOD, GOOD).decision == "increase" and gate.cap == 5  # live 3 >= 4 - 1
+    assert interval(gate, 2.0, 5, GOOD).decision == "increase" and gate.cap == 6  # live at the cap
+    assert gate.adjustments == {"increase": 2, "decrease": 0, "hold": 0}
+    assert gate.last.p99_s == GOOD and gate.last.num_frames == 1 and gate.last.live == 5
+
+
+def test_no_rise_while_live_is_far_below_the_cap():
+    gate = aimd()
+    gate.tick(0, 0.0)
+    for second in range(1, 4):
+        assert interval(gate, float(second), 2, GOOD).decision == "hold"  # 2 < 4 - 1
+    assert gate.cap == 4
+
+
+def test_drops_multiplicatively_to_live_times_factor():
+    gate = aimd(initial_cap=8)
+    gate.tick(8, 0.0)
+    adjustment = interval(gate, 1.0, 8, GOOD, BAD)  # p99 of two frames is their maximum: 60 ms > 40 ms
+    assert adjustment.decision == "decrease" and gate.cap == 5  # floor(8 x 0.7)
+    assert interval(gate, 2.0, 7, BAD).decision == "decrease" and gate.cap == 4  # floor(7 x 0.7)
+    assert interval(gate, 3.0, 10, BAD).cap == 4  # floor(10 x 0.7) = 7: a decrease never raises the cap
+
+
+def test_caps_stay_within_min_and_max():
+    gate = aimd(min_cap=2)
+    gate.tick(1, 0.0)
+    assert interval(gate, 1.0, 1, BAD).cap == 2  # floor(1 x 0.7) = 0, floored at min_cap
+    for second in range(2, 12):
+        interval(gate, float(second), gate.cap, GOOD)
+    assert gate.cap == 8 and gate.last.decision == "hold"  # never above max_cap
+    assert AIMDAdmission(AdmissionConfig(policy="aimd", initial_cap=20), BUDGET_S, max_cap=8).cap == 8
+    with pytest.raises(ValueError, match="min_cap"):
+        AIMDAdmission(AdmissionConfig(policy="aimd", min_cap=9, initial_cap=9), BUDGET_S, max_cap=8)
+
+
+def test_holds_without_samples_and_counts_the_interval():
+    gate = aimd()
+    gate.tick(3, 0.0)
+    assert interval(gate, 1.0, 3).decision == "hold" and gate.cap == 4
+    assert gate.last.p99_s is None and gate.last.num_frames == 0
+    gate.observe_frame(BAD, 1.2)
+    assert interval(gate, 2.0, 3).decision == "decrease"  # frames of this interval only
+    assert interval(gate, 3.0, 2).decision == "hold"  # the bad frame was not carried over
+    assert gate.adjustments == {"increase": 0, "decrease": 1, "hold": 2}
+
+
+def test_admit_follows_the_moving_cap():
+    gate = aimd(initial_cap=2)
+    assert gate.admit(1, 0.0) and not gate.admit(2, 0.0)
+    gate.tick(2, 0.0)
+    interval(gate, 1.0, 2, GOOD)
+    assert gate.admit(2, 1.0)  # the cap rose to 3
+    assert (gate.num_admitted, gate.num_rejected) == (2, 1)
+
+
+def test_p99_is_the_nearest_rank():
+    assert p99([]) is None
+    assert p99([0.03, 0.01, 0.02]) == 0.03  # few samples: the maximum
+    assert p99([float(i) for i in range(1, 201)]) == 198.0  # rank ceil(0.99 x 200)

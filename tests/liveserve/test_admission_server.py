@@ -1,0 +1,81 @@
+"""Admission and the KV forecast in the server: the gate decides who gets in, /metrics shows it all."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+
+import pytest
+import websockets
+import yaml
+
+from liveserve.bench.server_process import parse_metrics
+from liveserve.config import load_config
+from liveserve.realtime.server import RealtimeServer
+from stages.engine import StageStatus
+
+from realtime_harness import Client, ServerProcess, connect, small_config
+
+
+def aimd_config(tmp_path, **admission):
+    path = small_config(tmp_path, max_sessions=3)
+    data = yaml.safe_load(path.read_text())
+    data["admission"] = {"policy": "aimd", "initial_cap": 1, **admission}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_frames_feed_the_gate_and_its_adjustments_are_exported(tmp_path):
+    server = RealtimeServer(load_config(aimd_config(tmp_path)))  # not started: no stage to sample
+    server.sample(0.0)  # the first tick starts the gate's first interval
+    for latency in (0.01, 0.02, 0.03):  # under 0.5 x 80 ms
+        server.frame_done(latency)
+    server.sample(1.0)  # no session live, cap 1: live approaches the cap
+    samples = parse_metrics(server.metrics.render().decode())
+    assert server.gate.cap == 2 and samples["liveserve_admission_cap"] == 2
+    assert samples['liveserve_admission_adjustments_total{action="increase"}'] == 1
+    assert samples["liveserve_admission_interval_p99_seconds"] == 0.03
+    assert samples["liveserve_duplex_frames_total"] == 3
+    assert samples["liveserve_duplex_frame_latency_seconds_count"] == 3
+    assert samples["liveserve_duplex_frame_latency_seconds_sum"] == pytest.approx(0.06)
+
+
+def test_sessions_beyond_the_cap_are_rejected_and_metrics_show_the_gate_and_the_pools(tmp_path):
+    process = ServerProcess(aimd_config(tmp_path, interval_s=0.5))
+
+    async def scenario():
+        async with connect(process) as ws:
+            client = Client(ws)
+            await client.next("session.created")
+            await client.ask("Hello?", max_output_tokens=4)
+            await client.next("response.done", timeout=120)
+            async with connect(process) as second:  # the cap is 1: no frames, so it never rises
+                rejection = json.loads(await second.recv())
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await second.recv()
+            await asyncio.sleep(1.0)  # the sampler runs every 0.5 s
+            return rejection, closed.value.rcvd.code, process.metrics()
+
+    try:
+        rejection, code, samples = asyncio.run(scenario())
+    finally:
+        process.stop()
+    assert rejection["error"]["code"] == "session_capacity_exceeded" and code == 1013
+    assert "limit of 1 sessions" in rejection["error"]["message"]
+    assert samples["liveserve_admission_cap"] == 1
+    assert samples['liveserve_admission_decisions_total{decision="admit"}'] == 1
+    assert samples['liveserve_admission_decisions_total{decision="reject"}'] == 1
+    assert samples["liveserve_rejected_sessions_total"] == 1
+    assert samples['liveserve_admission_adjustments_total{action="hold"}'] >= 1
+    assert 0 < samples['liveserve_kv_occupancy{stage="thinker"}'] < 1  # the session's context is resident
+    assert 'liveserve_kv_occupancy{stage="talker"}' in samples
+    assert samples['liveserve_kv_saturation_warning{stage="thinker"}'] == 0
+    rate = samples['liveserve_kv_fill_rate{stage="thinker"}']
+    t_sat = samples['liveserve_kv_time_to_saturation_seconds{stage="thinker"}']
+    assert t_sat > 0 if rate > 0 else math.isnan(t_sat)  # NaN: not filling
+    assert samples["liveserve_duplex_frames_total"] == 0
+    if "resident_tokens" in {field.name for field in dataclasses.fields(StageStatus)}:
+        resident = [value for key, value in samples.items() if key.startswith("liveserve_session_resident_tokens{")]
+        assert len(resident) == 1 and resident[0] > 0  # the open session's context
