@@ -42,7 +42,7 @@ class KVWatch:
                                                                             self.expected_session_s)
             forecast.add(now, status.kv_blocks_used / total, num_sessions)
             if status.name == self.session_stage:
-                self.resident_tokens = _per_session(getattr(status, "resident_tokens", {}))
+                self.resident_tokens = _per_session(status.resident_tokens)
 
 
 def _per_session(resident_tokens: dict[str, int]) -> dict[str, int]:
