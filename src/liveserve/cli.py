@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
+from liveserve.bench.duplex.command import add_duplex_arguments
 from liveserve.bench.replay.command import add_replay_arguments
 from liveserve.config import load_config
 from liveserve.config_reader import ConfigError
@@ -69,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--spec", type=Path, required=True, help="the sweep's YAML spec")
     sweep.add_argument("--out", type=Path, required=True, help="directory for results.json, results.md and plots")
     sweep.set_defaults(handler=_cmd_bench_sweep)
+    duplex = bench.add_parser("duplex", help="continuous full-duplex speech streams: per-frame latency, "
+                              "KV occupancy, stalls")
+    add_duplex_arguments(duplex)
+    duplex.set_defaults(handler=_cmd_bench_duplex)
     return parser
 
 
@@ -143,6 +148,12 @@ def _cmd_bench_sweep(args: argparse.Namespace) -> int:
     from liveserve.bench.replay.command import run_sweep_command
 
     return run_sweep_command(args.spec, args.out)
+
+
+def _cmd_bench_duplex(args: argparse.Namespace) -> int:
+    from liveserve.bench.duplex.command import run_duplex_command
+
+    return run_duplex_command(args)
 
 
 if __name__ == "__main__":

@@ -141,7 +141,8 @@ def create_app(config: LiveServeConfig) -> FastAPI:
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok", "model": config.model_name, "sessions": len(server.sessions),
-                "max_sessions": config.server.max_sessions, "admission_cap": server.gate.cap}
+                "max_sessions": config.server.max_sessions, "admission_cap": server.gate.cap,
+                "duplex_frame_ms": config.duplex.frame_ms}
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -1,0 +1,121 @@
+"""`liveserve bench duplex`: one run of continuous speech streams against a server, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from liveserve.bench.duplex.analysis import stall_threshold_s
+from liveserve.bench.duplex.options import DuplexOptions
+from liveserve.bench.duplex.poller import MetricsPoller, metrics_fetcher
+from liveserve.bench.duplex.records import SessionLog
+from liveserve.bench.duplex.result import RunLog, build_result
+from liveserve.bench.duplex.server_config import derive_server_config, describe
+from liveserve.bench.duplex.speech_loop import LoopedSpeech
+from liveserve.bench.duplex.stream import FRAME_EVENT, StreamSetup, run_stream
+from liveserve.bench.server_process import ServerProcess
+from liveserve.config import default_config_path, read_config_data
+
+WARMUP_S = 2.0  # the warm-up session speaks this long (at least 3 frames)
+PROGRESS_EVERY_S = 10.0
+
+
+class DuplexBenchError(RuntimeError):
+    """The run cannot go ahead (the server does not stream duplex frames); the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The server a run talks to: its realtime URL, how to read its /metrics, what to record of it."""
+
+    url: str
+    fetch_metrics: Callable[[], str]
+    description: dict[str, Any]
+
+
+def run_duplex(options: DuplexOptions, log: TextIO = sys.stderr) -> dict[str, Any]:
+    """Run the streams and return the result object (see `liveserve.bench.duplex.result`)."""
+    speech = LoopedSpeech.from_dir(options.speech_dir)
+    with _target(options) as target:
+        if options.warmup:
+            asyncio.run(_warm_up(target.url, options, speech))
+        run = asyncio.run(_run(target, options, speech, log))
+    return build_result(run, {**_options_json(options), **target.description})
+
+
+@contextlib.contextmanager
+def _target(options: DuplexOptions) -> Iterator[Target]:
+    if not options.starts_server:
+        yield Target(options.url, metrics_fetcher(options.url), {"server": options.url})
+        return
+    source = options.config or default_config_path()
+    raw, _ = derive_server_config(options, read_config_data(source), source)
+    with tempfile.TemporaryDirectory(prefix="liveserve-duplex-") as tmp:
+        path = Path(tmp) / "server.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        with ServerProcess(path) as server:
+            yield Target(server.url, lambda: server.get("/metrics"), describe(raw, source))
+
+
+def _run_clock() -> Callable[[], float]:
+    start = time.monotonic()
+    return lambda: time.monotonic() - start
+
+
+async def _warm_up(url: str, options: DuplexOptions, speech: LoopedSpeech) -> None:
+    """One short duplex session first, not measured: the server's first frames pay one-off
+    costs. A server that streams no duplex frames is reported here, before the run."""
+    setup = StreamSetup(url, speech, options.frame_ms, options.chunk_ms, _run_clock())
+    speak_s = max(WARMUP_S, 3 * options.frame_ms / 1000)
+    session = await run_stream(SessionLog(-1, 0.0), setup, speech_start=0, stop_at=speak_s,
+                               listen_until=speak_s + stall_threshold_s(options.frame_ms))
+    if session.is_rejected or session.is_failed:
+        why = "it was rejected (session_capacity_exceeded)" if session.is_rejected else session.failure
+        raise DuplexBenchError(f"the warm-up duplex session failed: {why}")
+    if not session.frames:
+        raise DuplexBenchError(f"the warm-up session streamed {speak_s:g} s of speech and received no {FRAME_EVENT} "
+                               "event: does the server run duplex sessions?")
+
+
+async def _run(target: Target, options: DuplexOptions, speech: LoopedSpeech, log: TextIO) -> RunLog:
+    clock = _run_clock()
+    setup = StreamSetup(target.url, speech, options.frame_ms, options.chunk_ms, clock)
+    sessions = [SessionLog(index, at) for index, at in enumerate(options.offer_times())]
+    end = options.duration_s
+    listen_until = end + stall_threshold_s(options.frame_ms)  # long enough to see a stall at the very end
+    poller = MetricsPoller(target.fetch_metrics, clock, options.poll_interval_s)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(poller.run(listen_until))
+        group.create_task(_report_progress(sessions, poller, clock, end, log))
+        for session in sessions:
+            await asyncio.sleep(session.offered_t - clock())
+            speech_start = session.index * speech.num_samples // len(sessions)  # each stream says something else
+            group.create_task(run_stream(session, setup, speech_start=speech_start, stop_at=end,
+                                         listen_until=listen_until))
+    return RunLog(sessions, poller.polls, options.duration_s, options.frame_ms, options.ramp, poller.num_failed)
+
+
+async def _report_progress(sessions: Sequence[SessionLog], poller: MetricsPoller, clock: Callable[[], float],
+                           end: float, log: TextIO) -> None:
+    """A line every PROGRESS_EVERY_S: how far the run is, sessions streaming, frames so far, occupancy."""
+    for at in range(int(PROGRESS_EVERY_S), int(end) + 1, int(PROGRESS_EVERY_S)):
+        await asyncio.sleep(at - clock())
+        streaming = sum(s.stream_start_t is not None and s.end_t is None for s in sessions)
+        frames = sum(len(s.frames) for s in sessions)
+        occupancy = next((p.occupancy for p in reversed(poller.polls) if p.occupancy is not None), None)
+        shown = "n/a" if occupancy is None else f"{occupancy:.3f}"
+        print(f"[{at:>4} s / {end:g} s] {streaming} sessions streaming, {frames} frames, KV occupancy {shown}",
+              file=log, flush=True)
+
+
+def _options_json(options: DuplexOptions) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}
