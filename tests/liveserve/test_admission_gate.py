@@ -96,3 +96,30 @@ def test_p99_is_the_nearest_rank():
     assert p99([]) is None
     assert p99([0.03, 0.01, 0.02]) == 0.03  # few samples: the maximum
     assert p99([float(i) for i in range(1, 201)]) == 198.0  # rank ceil(0.99 x 200)
+
+
+def test_a_latency_window_judges_the_p99_of_its_frames_not_one_interval_s_maximum():
+    gate = aimd(latency_window_s=5.0, initial_cap=6)
+    gate.tick(5, 0.0)
+    for second in range(1, 5):
+        assert interval(gate, float(second), 5, *[GOOD] * 50).decision == "hold"  # not yet a whole window
+    assert interval(gate, 5.0, 5, BAD, *[GOOD] * 49).decision == "increase"  # 1 outlier in 250 frames: p99 good
+    assert gate.last.num_frames == 250 and gate.last.p99_s == GOOD
+    assert interval(gate, 6.0, 6, *[BAD] * 10, *[GOOD] * 40).decision == "decrease"  # 11 of 250 over
+    assert gate.cap == 4  # floor(6 x 0.7)
+
+
+def test_after_a_drop_the_cap_rises_only_once_a_whole_window_of_new_frames_is_good():
+    gate = aimd(latency_window_s=3.0, initial_cap=4)
+    gate.tick(4, 0.0)
+    assert interval(gate, 1.0, 4, BAD).decision == "decrease" and gate.cap == 2
+    decisions = [interval(gate, float(second), 3, GOOD).decision for second in range(2, 6)]
+    assert decisions == ["hold", "hold", "increase", "increase"]  # 4.0 is a whole window after the drop
+
+
+def test_frames_older_than_the_window_no_longer_count():
+    gate = aimd(latency_window_s=2.0)
+    gate.tick(3, 0.0)
+    assert interval(gate, 1.0, 3, GOOD).num_frames == 1
+    assert interval(gate, 2.0, 3).num_frames == 1  # the frame at 0.5 is still within (0, 2]
+    assert interval(gate, 3.0, 3).num_frames == 0 and gate.last.decision == "hold"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from liveserve.admission.config import AdmissionConfig
 from liveserve.admission.gate import Adjustment, AdmissionGate
@@ -21,11 +22,13 @@ def p99(latencies: list[float]) -> float | None:
 class AIMDAdmission(AdmissionGate):
     """Additive increase, multiplicative decrease of the cap, once per `config.interval_s`.
 
-    At the end of an interval with frames: p99 > target x frame budget -> decrease
-    to max(min_cap, floor(live x decrease_factor)) (a decrease never raises the cap);
-    otherwise, when live >= cap - 1 (sessions approach the cap) and cap < max_cap
-    -> increase by one; else hold. An interval without frames holds. The first tick
-    starts the first interval.
+    At the end of an interval, the p99 of the frames of the last `config.window_s`:
+    over target x frame budget -> decrease to max(min_cap, floor(live x
+    decrease_factor)) (a decrease never raises the cap) and forget those frames;
+    otherwise, when a whole window has passed since the last decrease (or the first
+    tick), live >= cap - 1 (sessions approach the cap) and cap < max_cap -> increase
+    by one; else hold. No frames in the window: hold. The first tick starts the
+    first interval.
     """
 
     def __init__(self, config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> None:
@@ -35,35 +38,40 @@ class AIMDAdmission(AdmissionGate):
         self.config, self.max_cap = config, max_cap
         self.limit_s = config.target * frame_budget_s
         self._cap = min(config.initial_cap, max_cap)
-        self._latencies: list[float] = []
+        self._frames: deque[tuple[float, float]] = deque()  # (time, latency) within the window
         self._interval_start: float | None = None
+        self._evidence_since = 0.0  # frames from here on count toward an increase
 
     @property
     def cap(self) -> int:
         return self._cap
 
     def observe_frame(self, latency_s: float, now: float) -> None:
-        self._latencies.append(latency_s)
+        self._frames.append((now, latency_s))
 
     def tick(self, live: int, now: float) -> Adjustment | None:
         if self._interval_start is None:
-            self._interval_start = now
+            self._interval_start = self._evidence_since = now
         if now - self._interval_start < self.config.interval_s:
             return None
-        latency = p99(self._latencies)
-        decision = self._decide(live, latency)
-        adjustment = Adjustment(now, decision, self._cap, live, latency, len(self._latencies))
-        self._latencies.clear()
+        while self._frames and self._frames[0][0] <= now - self.config.window_s:
+            self._frames.popleft()
+        latency, num_frames = p99([latency for _, latency in self._frames]), len(self._frames)
+        decision = self._decide(live, latency, now)
         self._interval_start = now
-        return self.record(adjustment)
+        return self.record(Adjustment(now, decision, self._cap, live, latency, num_frames))
 
-    def _decide(self, live: int, latency: float | None) -> str:
+    def _decide(self, live: int, latency: float | None, now: float) -> str:
         if latency is None:
             return "hold"
         if latency > self.limit_s:
             lowered = math.floor(live * self.config.decrease_factor + FLOOR_EPSILON)
             self._cap = min(self._cap, max(self.config.min_cap, lowered))
+            self._frames.clear()
+            self._evidence_since = now
             return "decrease"
+        if now - self._evidence_since < self.config.window_s:
+            return "hold"
         if live >= self._cap - 1 and self._cap < self.max_cap:
             self._cap += 1
             return "increase"

@@ -13,10 +13,12 @@ class AdmissionConfig:
     """How many sessions are let in, and the window of the KV saturation forecast.
 
     `policy` fixed admits up to server.max_sessions. `policy` aimd starts its cap at
-    `initial_cap` and every `interval_s` raises it by one while the interval's p99
-    per-frame latency is at most `target` x the frame budget and live sessions
-    approach the cap, or drops it to max(`min_cap`, floor(live x `decrease_factor`))
-    when the p99 is over; the cap never exceeds server.max_sessions.
+    `initial_cap` and every `interval_s` raises it by one while the p99 per-frame
+    latency of the last `latency_window_s` (null: `interval_s`) is at most `target` x
+    the frame budget and live sessions approach the cap, or drops it to
+    max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over; after a
+    drop it rises only once a whole window of newer frames is good. The cap never
+    exceeds server.max_sessions.
     `forecast_window_s`: how much occupancy history the fill-rate fit uses.
     """
 
@@ -26,6 +28,7 @@ class AdmissionConfig:
     target: float = 0.5
     decrease_factor: float = 0.7
     interval_s: float = 1.0
+    latency_window_s: float | None = None
     forecast_window_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -40,3 +43,10 @@ class AdmissionConfig:
         require_number(self, "decrease_factor", lambda v: 0 < v < 1, "a number in (0, 1)")
         for name in ("interval_s", "forecast_window_s"):
             require_number(self, name, lambda v: 0 < v < math.inf, "a finite number of seconds > 0")
+        if self.latency_window_s is not None:
+            require_number(self, "latency_window_s", lambda v: self.interval_s <= v < math.inf,
+                           f"null or a finite number of seconds >= interval_s ({self.interval_s})")
+
+    @property
+    def window_s(self) -> float:
+        return self.interval_s if self.latency_window_s is None else self.latency_window_s

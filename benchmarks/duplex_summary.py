@@ -1,0 +1,85 @@
+"""Tables (markdown) from the result JSONs of benchmarks/duplex_window.sh.
+
+Usage: python benchmarks/duplex_summary.py benchmarks/results/duplex > summary.md
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+HALF_BUDGET = 0.5  # schedulable: overall p99 frame latency under half the frame period, and no stall
+
+
+def load(directory: Path) -> dict[str, dict]:
+    return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob("*.json"))}
+
+
+def plateau(result: dict) -> float:
+    """Median occupancy over the second half of the run."""
+    timeline = result["occupancy"]
+    end = timeline[-1][0]
+    return statistics.median(occ for t, occ in timeline if t >= end / 2)
+
+
+def schedulable(result: dict) -> bool:
+    p99 = result["frame_latency_overall_ms"]["p99"]
+    return result["stalled_sessions"] == 0 and p99 is not None and p99 < HALF_BUDGET * result["config"]["frame_ms"]
+
+
+def fmt(value, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def window_table(results: dict[str, dict]) -> list[str]:
+    rows = ["| run | stalled sessions | peak occupancy | plateau | t_sat predicted (s) | t_sat measured (s) | error | p99 frame latency (ms) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        if not re.match(r"(unbounded|window)_n\d+(_\d+)?$", name):
+            continue
+        predicted, measured = r["t_sat_predicted_s"], r["t_sat_measured_s"]
+        error = f"{100 * (predicted - measured) / measured:+.1f} %" if predicted and measured else "n/a"
+        rows.append(f"| {name} | {r['stalled_sessions']} | {r['peak_occupancy']:.3f} | {plateau(r):.3f} | "
+                    f"{fmt(predicted)} | {fmt(measured)} | {error} | {fmt(r['frame_latency_overall_ms']['p99'])} |")
+    return rows
+
+
+def sweep_table(results: dict[str, dict]) -> list[str]:
+    rows = ["| N | frames/s | p50 | p99 | max (ms) | stalled | schedulable |", "|---|---|---|---|---|---|---|"]
+    sweep = sorted(((int(name[7:]), r) for name, r in results.items() if name.startswith("sweep_n")))
+    for n, r in sweep:
+        lat = r["frame_latency_overall_ms"]
+        rows.append(f"| {n} | {r['frames_per_s']:.1f} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
+                    f"{r['stalled_sessions']} | {'yes' if schedulable(r) else 'no'} |")
+    best = max((n for n, r in sweep if schedulable(r)), default=None)
+    return rows + ["", f"Largest schedulable N: {best}"]
+
+
+def ramp_table(results: dict[str, dict]) -> list[str]:
+    rows = ["| run | offered | admitted | rejected | settled cap | settled live | stalled | p99 last third (ms) | peak occupancy |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        if not name.startswith("ramp_"):
+            continue
+        ramp, buckets = r["ramp"], r["frame_latency_ms"]
+        tail = [b["p99"] for b in buckets[-max(1, len(buckets) // 3):] if b["p99"] is not None]
+        rows.append(f"| {name} | {ramp['offered']} | {ramp['admitted']} | {ramp['rejected']} | {fmt(ramp['settled_cap'])} | "
+                    f"{fmt(ramp['settled_live'])} | {r['stalled_sessions']} | {fmt(max(tail) if tail else None)} | "
+                    f"{r['peak_occupancy']:.3f} |")
+    return rows
+
+
+def main(directory: str) -> None:
+    results = load(Path(directory))
+    for title, table in (("Bounded window vs unbounded", window_table), ("Fixed-N sweep (windowed)", sweep_table),
+                         ("AIMD ramp", ramp_table)):
+        print(f"## {title}\n")
+        print("\n".join(table(results)))
+        print()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
