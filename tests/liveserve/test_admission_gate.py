@@ -113,8 +113,10 @@ def test_after_a_drop_the_cap_rises_only_once_a_whole_window_of_new_frames_is_go
     gate = aimd(latency_window_s=3.0, initial_cap=4)
     gate.tick(4, 0.0)
     assert interval(gate, 1.0, 4, BAD).decision == "decrease" and gate.cap == 2
-    decisions = [interval(gate, float(second), 3, GOOD).decision for second in range(2, 6)]
-    assert decisions == ["hold", "hold", "increase", "increase"]  # 4.0 is a whole window after the drop
+    assert interval(gate, 2.0, 3, GOOD).decision == "hold"  # live above the cap: no rise, however good
+    decisions = [interval(gate, float(second), 2, GOOD).decision for second in range(3, 7)]  # one session left
+    assert decisions == ["hold", "increase", "increase", "hold"]  # 4.0 is a whole window after the drop
+    assert gate.cap == 4  # the last hold: live 2 is no longer within one of the cap
 
 
 def test_frames_older_than_the_window_no_longer_count():

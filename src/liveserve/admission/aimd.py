@@ -26,8 +26,9 @@ class AIMDAdmission(AdmissionGate):
     over target x frame budget -> decrease to max(min_cap, floor(live x
     decrease_factor)) (a decrease never raises the cap) and forget those frames;
     otherwise, when a whole window has passed since the last decrease (or the first
-    tick), live >= cap - 1 (sessions approach the cap) and cap < max_cap -> increase
-    by one; else hold. No frames in the window: hold. The first tick starts the
+    tick), cap - 1 <= live <= cap (sessions approach the cap from below: above it,
+    after a drop, the load is already more than the cap allows) and cap < max_cap ->
+    increase by one; else hold. No frames in the window: hold. The first tick starts the
     first interval.
     """
 
@@ -72,7 +73,7 @@ class AIMDAdmission(AdmissionGate):
             return "decrease"
         if now - self._evidence_since < self.config.window_s:
             return "hold"
-        if live >= self._cap - 1 and self._cap < self.max_cap:
+        if self._cap - 1 <= live <= self._cap < self.max_cap:
             self._cap += 1
             return "increase"
         return "hold"

@@ -15,7 +15,7 @@ class AdmissionConfig:
     `policy` fixed admits up to server.max_sessions. `policy` aimd starts its cap at
     `initial_cap` and every `interval_s` raises it by one while the p99 per-frame
     latency of the last `latency_window_s` (null: `interval_s`) is at most `target` x
-    the frame budget and live sessions approach the cap, or drops it to
+    the frame budget and live sessions are at the cap or one below it, or drops it to
     max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over; after a
     drop it rises only once a whole window of newer frames is good. The cap never
     exceeds server.max_sessions.
