@@ -48,14 +48,19 @@ def window_table(results: dict[str, dict]) -> list[str]:
 
 
 def sweep_table(results: dict[str, dict]) -> list[str]:
-    rows = ["| N | frames/s | p50 | p99 | max (ms) | stalled | schedulable |", "|---|---|---|---|---|---|---|"]
-    sweep = sorted(((int(name[7:]), r) for name, r in results.items() if name.startswith("sweep_n")))
-    for n, r in sweep:
+    """One row per run (sweep_n<N> and repeats sweep_n<N>_<k>); N is schedulable when every run of it is."""
+    rows = ["| N | run | frames/s | p50 | p99 | max (ms) | stalled | schedulable |", "|---|---|---|---|---|---|---|---|"]
+    runs = sorted((int(m[1]), name, r) for name, r in results.items() if (m := re.match(r"sweep_n(\d+)(_\d+)?$", name)))
+    verdict: dict[int, bool] = {}
+    for n, name, r in runs:
         lat = r["frame_latency_overall_ms"]
-        rows.append(f"| {n} | {r['frames_per_s']:.1f} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
+        rows.append(f"| {n} | {name} | {r['frames_per_s']:.1f} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
                     f"{r['stalled_sessions']} | {'yes' if schedulable(r) else 'no'} |")
-    best = max((n for n, r in sweep if schedulable(r)), default=None)
-    return rows + ["", f"Largest schedulable N: {best}"]
+        verdict[n] = verdict.get(n, True) and schedulable(r)
+    best = max((n for n, ok in verdict.items() if ok), default=None)
+    below = [n for n in sorted(verdict) if n <= (best or 0)]
+    every = max((n for n in below if all(verdict[m] for m in below if m <= n)), default=None)
+    return rows + ["", f"Largest schedulable N: {best}; largest N up to which every N swept is schedulable: {every}"]
 
 
 def ramp_table(results: dict[str, dict]) -> list[str]:

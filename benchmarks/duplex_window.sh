@@ -31,11 +31,12 @@ plateau() {  # windowed occupancy against N
 
 sweep() {  # fixed N, windowed: the largest N with p99 under half the frame budget and no stall
   for n in ${SWEEP_N:-8 12 16 20 24 26 28 32 36 40 48}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 30 $WINDOW; done
+  for n in ${REPEAT_N:-32 36 40 44}; do run "sweep_n${n}_2" $LONG --sessions "$n" --duration-s 30 $WINDOW; done
 }
 
-ramp() {  # sessions offered open-loop at 0.4/s under AIMD for 180 s, with and without windows (400 blocks)
-  run ramp_window $LONG --ramp 0.4 --duration-s 180 --admission aimd $WINDOW --kv-blocks 400
-  run ramp_unbounded $LONG --ramp 0.4 --duration-s 180 --admission aimd --kv-blocks 400
+ramp() {  # sessions offered open-loop at 0.4/s under AIMD for 240 s, with and without windows (400 blocks)
+  run ramp_window $LONG --ramp 0.4 --duration-s 240 --admission aimd $WINDOW --kv-blocks 400
+  run ramp_unbounded $LONG --ramp 0.4 --duration-s 240 --admission aimd --kv-blocks 400
 }
 
 for part in "${@:-window plateau sweep ramp}"; do

@@ -105,18 +105,19 @@ def test_a_latency_window_judges_the_p99_of_its_frames_not_one_interval_s_maximu
         assert interval(gate, float(second), 5, *[GOOD] * 50).decision == "hold"  # not yet a whole window
     assert interval(gate, 5.0, 5, BAD, *[GOOD] * 49).decision == "increase"  # 1 outlier in 250 frames: p99 good
     assert gate.last.num_frames == 250 and gate.last.p99_s == GOOD
-    assert interval(gate, 6.0, 6, *[BAD] * 10, *[GOOD] * 40).decision == "decrease"  # 11 of 250 over
+    assert interval(gate, 6.0, 6, *[BAD] * 10, *[GOOD] * 40).decision == "decrease"  # the 50 frames since the rise: 10 over
     assert gate.cap == 4  # floor(6 x 0.7)
 
 
-def test_after_a_drop_the_cap_rises_only_once_a_whole_window_of_new_frames_is_good():
+def test_each_change_of_the_cap_waits_for_a_whole_window_of_newer_frames():
     gate = aimd(latency_window_s=3.0, initial_cap=4)
     gate.tick(4, 0.0)
     assert interval(gate, 1.0, 4, BAD).decision == "decrease" and gate.cap == 2
     assert interval(gate, 2.0, 3, GOOD).decision == "hold"  # live above the cap: no rise, however good
-    decisions = [interval(gate, float(second), 2, GOOD).decision for second in range(3, 7)]  # one session left
-    assert decisions == ["hold", "increase", "increase", "hold"]  # 4.0 is a whole window after the drop
-    assert gate.cap == 4  # the last hold: live 2 is no longer within one of the cap
+    decisions = [interval(gate, float(second), 2, GOOD).decision for second in range(3, 11)]  # one session left
+    # a whole window after the drop (4.0), then after each rise (7.0); at 10.0 live 2 is no longer near the cap
+    assert decisions == ["hold", "increase", "hold", "hold", "increase", "hold", "hold", "hold"]
+    assert gate.cap == 4
 
 
 def test_frames_older_than_the_window_no_longer_count():

@@ -24,11 +24,12 @@ class AIMDAdmission(AdmissionGate):
 
     At the end of an interval, the p99 of the frames of the last `config.window_s`:
     over target x frame budget -> decrease to max(min_cap, floor(live x
-    decrease_factor)) (a decrease never raises the cap) and forget those frames;
-    otherwise, when a whole window has passed since the last decrease (or the first
-    tick), cap - 1 <= live <= cap (sessions approach the cap from below: above it,
-    after a drop, the load is already more than the cap allows) and cap < max_cap ->
-    increase by one; else hold. No frames in the window: hold. The first tick starts the
+    decrease_factor)) (a decrease never raises the cap); otherwise, when a whole
+    window has passed since the last change of the cap (or the first tick), cap - 1
+    <= live <= cap (sessions approach the cap from below: above it, after a drop,
+    the load is already more than the cap allows) and cap < max_cap -> increase by
+    one; else hold. Every change forgets the frames before it, so each step is
+    judged on a whole window of frames at the load it let in. No frames in the window: hold. The first tick starts the
     first interval.
     """
 
@@ -68,12 +69,15 @@ class AIMDAdmission(AdmissionGate):
         if latency > self.limit_s:
             lowered = math.floor(live * self.config.decrease_factor + FLOOR_EPSILON)
             self._cap = min(self._cap, max(self.config.min_cap, lowered))
-            self._frames.clear()
-            self._evidence_since = now
-            return "decrease"
+            return self._changed("decrease", now)
         if now - self._evidence_since < self.config.window_s:
             return "hold"
         if self._cap - 1 <= live <= self._cap < self.max_cap:
             self._cap += 1
-            return "increase"
+            return self._changed("increase", now)
         return "hold"
+
+    def _changed(self, decision: str, now: float) -> str:
+        self._frames.clear()
+        self._evidence_since = now
+        return decision

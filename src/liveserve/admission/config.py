@@ -16,8 +16,8 @@ class AdmissionConfig:
     `initial_cap` and every `interval_s` raises it by one while the p99 per-frame
     latency of the last `latency_window_s` (null: `interval_s`) is at most `target` x
     the frame budget and live sessions are at the cap or one below it, or drops it to
-    max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over; after a
-    drop it rises only once a whole window of newer frames is good. The cap never
+    max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over; every
+    change waits for a whole window of frames at the new load before the next. The cap never
     exceeds server.max_sessions.
     `forecast_window_s`: how much occupancy history the fill-rate fit uses.
     """
