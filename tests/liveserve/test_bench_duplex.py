@@ -218,6 +218,8 @@ def test_a_server_answering_more_frames_than_were_sent_is_warned_of():
     ({"sessions": 1, "duration_s": 0.0}, "--duration-s must be a finite number > 0"),
     ({"ramp": -1.0}, "--ramp must be a finite number > 0"),
     ({"sessions": 1, "sinks": 4}, "--sinks needs --window"),
+    ({"sessions": 1, "session_s": 10.0}, "--session-s needs --ramp"),
+    ({"ramp": 1.0, "session_s": 0.0}, "--session-s must be a finite number > 0"),
     ({"sessions": 1, "window": 0}, "--window must be an integer >= 1"),
     ({"sessions": 1, "window": 64, "sinks": -1}, "--sinks must be an integer >= 0"),
     ({"sessions": 1, "chunk_ms": 60}, "--chunk-ms must be at least 10 and divide --frame-ms 80"),
@@ -229,6 +231,12 @@ def test_bad_options_are_refused_naming_the_flag(fields, message):
     with pytest.raises(ValueError) as error:
         DuplexOptions(**fields)
     assert message in str(error.value)
+
+
+def test_ramp_sessions_hang_up_after_their_lifetime_or_at_the_end():
+    assert DuplexOptions(ramp=1.0, duration_s=30.0, session_s=10.0).stop_time(25.0) == 30.0
+    assert DuplexOptions(ramp=1.0, duration_s=30.0, session_s=10.0).stop_time(5.0) == 15.0
+    assert DuplexOptions(ramp=1.0, duration_s=30.0).stop_time(5.0) == 30.0
 
 
 def test_the_command_line_reports_a_bad_option_in_one_line(capsys):

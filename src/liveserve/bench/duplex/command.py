@@ -25,6 +25,7 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
                          help="audio per append, sent every as many ms of wall clock")
     streams.add_argument("--ramp", type=float, metavar="RATE",
                          help="offer sessions open-loop at RATE per second instead")
+    streams.add_argument("--session-s", type=float, help="with --ramp: each admitted session hangs up after this long")
     streams.add_argument("--speech-dir", type=Path, help="WAV clips to loop (default: the speech fixtures)")
     server = parser.add_argument_group("server (a fresh one per run, or a running one)")
     server.add_argument("--config", type=Path,
@@ -46,7 +47,7 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> DuplexOptions:
     return DuplexOptions(
         sessions=args.sessions, duration_s=args.duration_s, frame_ms=args.frame_ms, window=args.window,
-        sinks=args.sinks, ramp=args.ramp, admission=args.admission, config=args.config, kv_blocks=args.kv_blocks,
+        sinks=args.sinks, ramp=args.ramp, session_s=args.session_s, admission=args.admission, config=args.config, kv_blocks=args.kv_blocks,
         url=args.url, stagger_ms=args.stagger_ms, chunk_ms=args.chunk_ms, speech_dir=args.speech_dir,
         poll_interval_s=args.poll_interval_s, warmup=args.warmup,
     )

@@ -20,7 +20,8 @@ class DuplexOptions:
     `i * stagger_ms / sessions` ms after the first (`stagger_ms` defaults to one frame
     period), each sending one append of `chunk_ms` audio per `chunk_ms` of wall clock.
     With `ramp` (sessions per second) arrivals are open-loop at that rate for the
-    whole run instead, and `sessions`, if given, is the server's session limit.
+    whole run instead, and `sessions`, if given, is the server's session limit; with
+    `session_s` each admitted ramp session hangs up after that long (None: at the end).
     Server: `url` of a running one, or a fresh one from `config` (the default config
     when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
     tokens plus `sinks` (unbounded when None), `kv_blocks` thinker KV blocks and the
@@ -33,6 +34,7 @@ class DuplexOptions:
     window: int | None = None
     sinks: int | None = None
     ramp: float | None = None
+    session_s: float | None = None
     admission: str | None = None
     config: Path | None = None
     kv_blocks: int | None = None
@@ -53,6 +55,9 @@ class DuplexOptions:
         _positive_int("--sessions", self.sessions)
         _positive_number("--duration-s", self.duration_s)
         _positive_number("--ramp", self.ramp)
+        _positive_number("--session-s", self.session_s)
+        if self.session_s is not None and self.ramp is None:
+            raise ValueError("--session-s needs --ramp (fixed runs stream for --duration-s)")
         _positive_number("--poll-interval-s", self.poll_interval_s)
         if not (isinstance(self.frame_ms, int) and self.frame_ms % ENCODER_FRAME_MS == 0
                 and ENCODER_FRAME_MS <= self.frame_ms <= MAX_FRAME_MS):
@@ -92,6 +97,10 @@ class DuplexOptions:
     def admission_policy(self) -> str | None:
         """The admission policy to serve with; None keeps the config's."""
         return self.admission or ("aimd" if self.ramp is not None else None)
+
+    def stop_time(self, offered_t: float) -> float:
+        """When a session offered at `offered_t` stops speaking (run time, s)."""
+        return self.duration_s if self.session_s is None else min(self.duration_s, offered_t + self.session_s)
 
     def offer_times(self) -> list[float]:
         """When each session is offered, in seconds from the start of the run."""

@@ -99,8 +99,9 @@ async def _run(target: Target, options: DuplexOptions, speech: LoopedSpeech, log
         for session in sessions:
             await asyncio.sleep(session.offered_t - clock())
             speech_start = session.index * speech.num_samples // len(sessions)  # each stream says something else
-            group.create_task(run_stream(session, setup, speech_start=speech_start, stop_at=end,
-                                         listen_until=listen_until))
+            stop = options.stop_time(session.offered_t)
+            group.create_task(run_stream(session, setup, speech_start=speech_start, stop_at=stop,
+                                         listen_until=min(listen_until, stop + stall_threshold_s(options.frame_ms))))
     return RunLog(sessions, poller.polls, options.duration_s, options.frame_ms, options.ramp, poller.num_failed)
 
 
