@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 7 experiments: bounded windows vs unbounded KV, and AIMD admission, with `liveserve bench duplex`.
 # Every run starts a fresh server; results go to benchmarks/results/duplex/, plots next to them.
-# Usage: benchmarks/duplex_window.sh [window|plateau|sweep|ramp]...   (default: all four)
+# Usage: benchmarks/duplex_window.sh [window|plateau|sweep|ramp|turnover]...   (default: all five)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=benchmarks/results/duplex
@@ -39,7 +39,14 @@ ramp() {  # sessions offered open-loop at 0.4/s under AIMD for 240 s, with and w
   run ramp_unbounded $LONG --ramp 0.4 --duration-s 240 --admission aimd --kv-blocks 400
 }
 
-for part in "${@:-window plateau sweep ramp}"; do
+turnover() {  # sessions offered at 0.8/s that hang up after 60 s: admission settling as they turn over
+  local ramp="$LONG --ramp 0.8 --session-s 60 --duration-s 240 --admission aimd $WINDOW --kv-blocks 400"
+  run ramp_turnover_window $ramp
+  run ramp_turnover_window_f09 $ramp --config benchmarks/configs/duplex_aimd_f09.yaml
+  run ramp_turnover_window_f09_t045 $ramp --config benchmarks/configs/duplex_aimd_f09_t045.yaml
+}
+
+for part in "${@:-window plateau sweep ramp turnover}"; do
   for p in $part; do "$p"; done
 done
 .venv/bin/python benchmarks/duplex_summary.py "$OUT" > "$OUT/summary.md"
