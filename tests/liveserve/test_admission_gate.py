@@ -13,7 +13,7 @@ GOOD, BAD = 0.02, 0.06
 
 def aimd(**overrides) -> AIMDAdmission:
     config = AdmissionConfig(**{"policy": "aimd", "initial_cap": 4, "min_cap": 1, "target": 0.5,
-                                "decrease_factor": 0.7, "interval_s": 1.0, **overrides})
+                                "decrease_factor": 0.7, "interval_s": 1.0, "latency_window_s": None, **overrides})
     return AIMDAdmission(config, BUDGET_S, max_cap=8)
 
 

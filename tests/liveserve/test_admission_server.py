@@ -30,7 +30,7 @@ def test_frames_feed_the_gate_and_its_adjustments_are_exported(tmp_path):
     server.sample(0.0)  # the first tick starts the gate's first interval
     for latency in (0.01, 0.02, 0.03):  # under 0.5 x 80 ms
         server.frame_done(latency)
-    server.sample(1.0)  # no session live, cap 1: live approaches the cap
+    server.sample(3.0)  # a whole 3-s latency window later; no session live, cap 1: live approaches the cap
     samples = parse_metrics(server.metrics.render().decode())
     assert server.gate.cap == 2 and samples["liveserve_admission_cap"] == 2
     assert samples['liveserve_admission_adjustments_total{action="increase"}'] == 1

@@ -28,7 +28,7 @@ class AdmissionConfig:
     target: float = 0.5
     decrease_factor: float = 0.7
     interval_s: float = 1.0
-    latency_window_s: float | None = None
+    latency_window_s: float | None = 3.0
     forecast_window_s: float = 10.0
 
     def __post_init__(self) -> None:
