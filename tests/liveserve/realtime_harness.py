@@ -85,5 +85,16 @@ def connect(server: ServerProcess, **kwargs):
     return websockets.connect(server.url + "?model=tiny-omni", max_size=2**25, **kwargs)
 
 
+async def refused(server: ServerProcess) -> tuple[dict, int]:
+    """Open one more connection and return the server's refusal: its first event and the close code."""
+    async with connect(server) as ws:
+        event = json.loads(await ws.recv())
+        try:
+            await ws.recv()
+        except websockets.ConnectionClosed as closed:
+            return event, closed.rcvd.code
+    raise AssertionError(f"the server sent {event} and more on a connection it should have refused")
+
+
 def silence(ms: int) -> np.ndarray:
     return np.zeros(24 * ms, "<i2")

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
+from config_variant import write_variant
 from liveserve.admission import AdmissionConfig
-from liveserve.config import default_config_path, load_config
+from liveserve.config import load_config
 from liveserve.config_reader import ConfigError
 
 
 def load_variant(tmp_path, admission: dict, **server):
-    data = yaml.safe_load(default_config_path().read_text())
-    data["admission"] = admission
-    data["server"].update(server)
-    path = tmp_path / "variant.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load_config(path)
+    def edit(data):
+        data["admission"] = admission
+        data["server"].update(server)
+    return load_config(write_variant(tmp_path, edit))
 
 
 def test_default_and_given_admission_settings_load(tmp_path):

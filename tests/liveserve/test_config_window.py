@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
-from liveserve.config import default_config_path, load_config
+from config_variant import write_variant
+from liveserve.config import load_config
 from liveserve.config_reader import ConfigError
 from stages.config import WindowSpec
-
-
-def write_variant(tmp_path: Path, edit) -> Path:
-    data = yaml.safe_load(default_config_path().read_text())
-    edit(data)
-    path = tmp_path / "variant.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def test_window_is_read_for_thinker_and_talker_and_defaults_to_unbounded(tmp_path):

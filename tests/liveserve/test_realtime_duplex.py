@@ -36,3 +36,21 @@ def test_streamed_speech_gets_one_frame_event_per_frame_period(server):
             assert (await client.next("response.done"))["response"]["status"] in ("completed", "incomplete")
 
     run(scenario())
+
+
+def test_duplex_cannot_start_while_a_response_is_in_progress(server):
+    async def scenario():
+        async with connect(server) as ws:
+            client = Client(ws)
+            await client.next("session.created")
+            await client.ask("Tell me a long story.", max_output_tokens=200)
+            await client.next("response.created")
+            await client.send("session.update", session=DUPLEX_ON)
+            error = (await client.next("error"))["error"]
+            await client.send("response.cancel")
+            await client.next("response.done")
+            return error
+
+    error = run(scenario())
+    assert error["code"] == "conversation_already_has_active_response"
+    assert error["param"] == "session.liveserve.duplex"

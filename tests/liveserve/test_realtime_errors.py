@@ -9,7 +9,7 @@ import json
 import pytest
 import websockets
 
-from realtime_harness import Client, ServerProcess, connect, small_config
+from realtime_harness import Client, ServerProcess, connect, refused, small_config
 
 
 def run(coro):
@@ -99,11 +99,7 @@ def test_sessions_beyond_capacity_are_rejected_cleanly(tmp_path):
     async def scenario():
         async with connect(process) as first, connect(process) as second:
             await first.recv(), await second.recv()
-            async with connect(process) as third:
-                rejection = json.loads(await third.recv())
-                with pytest.raises(websockets.ConnectionClosed) as closed:
-                    await third.recv()
-                return rejection, closed.value.rcvd.code
+            return await refused(process)
 
     try:
         rejection, code = run(scenario())

@@ -3,11 +3,12 @@ import math
 import pytest
 import torch
 
+from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig
 from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
 from stages.models.decoder_config import DecoderConfig
-from stages.models.llama import DecoderBody, LlamaForCausalLM, RotaryEmbedding
+from stages.models.llama import LlamaForCausalLM
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.weights import init_deterministic
 from stages.plan import RunnerOutput
@@ -100,26 +101,6 @@ def kv_for(config: DecoderConfig, num_blocks: int, block_size: int = 4) -> KVCac
     return KVCacheManager(KVPoolConfig(num_blocks=num_blocks, num_layers=config.num_layers,
                                        num_kv_heads=config.num_kv_heads, head_dim=config.head_dim,
                                        block_size=block_size))
-
-
-def dense_hidden(body: DecoderBody, embeds: torch.Tensor) -> torch.Tensor:
-    """The decoder without any cache: full causal attention over all positions."""
-    n = embeds.shape[0]
-    cos, sin = body.rotary.tables(torch.arange(n))
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    x = embeds
-    for layer in body.layers:
-        attn, h = layer.self_attn, layer.input_layernorm(x)
-        q = RotaryEmbedding.apply(attn.q_proj(h).view(n, attn.num_heads, attn.head_dim), cos, sin)
-        k = RotaryEmbedding.apply(attn.k_proj(h).view(n, attn.num_kv_heads, attn.head_dim), cos, sin)
-        v = attn.v_proj(h).view(n, attn.num_kv_heads, attn.head_dim)
-        group = attn.num_heads // attn.num_kv_heads
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(attn.head_dim)
-        mixed = torch.einsum("hqk,khd->qhd", scores.masked_fill(~causal, float("-inf")).softmax(-1), v)
-        x = x + attn.o_proj(mixed.reshape(n, -1))
-        x = x + layer.mlp(layer.post_attention_layernorm(x))
-    return body.norm(x)
 
 
 def drive(scheduler: Scheduler, runner, max_steps: int = 500) -> dict[str, list]:

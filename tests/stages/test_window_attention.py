@@ -5,11 +5,12 @@ import math
 import pytest
 import torch
 
+from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
 from stages.models.decoder_config import DecoderConfig
-from stages.models.llama import DecoderBody, LlamaForCausalLM, RotaryEmbedding
+from stages.models.llama import LlamaForCausalLM, RotaryEmbedding
 from stages.models.weights import init_deterministic
 from stages.plan import RunnerOutput
 from stages.requests import ThinkerRequest, TurnInput
@@ -112,26 +113,6 @@ def test_rotary_tables_grow_past_max_position_unchanged():
 
 # ---------------------------------------------------------------- a windowed thinker through the scheduler
 
-def windowed_dense_hidden(body: DecoderBody, embeds: torch.Tensor, window: WindowSpec) -> torch.Tensor:
-    """The decoder without a cache: every position attends under the union mask."""
-    n = embeds.shape[0]
-    cos, sin = body.rotary.tables(torch.arange(n))
-    mask = union_mask(range(n), n, window)
-    x = embeds
-    for layer in body.layers:
-        attn, h = layer.self_attn, layer.input_layernorm(x)
-        q = RotaryEmbedding.apply(attn.q_proj(h).view(n, attn.num_heads, attn.head_dim), cos, sin)
-        k = RotaryEmbedding.apply(attn.k_proj(h).view(n, attn.num_kv_heads, attn.head_dim), cos, sin)
-        v = attn.v_proj(h).view(n, attn.num_kv_heads, attn.head_dim)
-        group = attn.num_heads // attn.num_kv_heads
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(attn.head_dim)
-        mixed = torch.einsum("hqk,khd->qhd", scores.masked_fill(~mask, float("-inf")).softmax(-1), v)
-        x = x + attn.o_proj(mixed.reshape(n, -1))
-        x = x + layer.mlp(layer.post_attention_layernorm(x))
-    return body.norm(x)
-
-
 PROMPTS = {"a": [5, 17, 42, 8, 99, 3, 250, 61, 7, 12, 140, 33, 71, 2], "b": [1, 2, 3], "c": list(range(20, 47))}
 
 
@@ -175,7 +156,8 @@ def test_windowed_thinker_through_scheduler_equals_dense_windowed_greedy(tokens,
         for rid, prompt in PROMPTS.items():
             tokens, hiddens = list(prompt), []
             for _ in range(generate):
-                hidden = windowed_dense_hidden(model.model, model.embed(torch.tensor(tokens)), window)[-1]
+                mask = union_mask(range(len(tokens)), len(tokens), window)
+                hidden = dense_hidden(model.model, model.embed(torch.tensor(tokens)), mask)[-1]
                 hiddens.append(hidden)
                 tokens.append(int(model.logits(hidden).argmax()))
             assert [s.token_id for s in steps[rid]] == tokens[len(prompt):], rid

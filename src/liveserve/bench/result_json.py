@@ -48,7 +48,7 @@ Each record in `requests`:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -65,7 +65,7 @@ def build_result(
         "config": dict(config),
         "requests": [request_record(r) for r in requests],
     }
-    return _json_safe(result)
+    return json_safe(result)
 
 
 def request_record(request: RequestMetrics) -> dict[str, Any]:
@@ -81,11 +81,12 @@ def request_record(request: RequestMetrics) -> dict[str, Any]:
     }
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any, non_finite: Callable[[float], Any] = str) -> Any:
+    """`value` with tuples as lists and every NaN or infinity replaced by `non_finite(it)` (strict JSON)."""
     if isinstance(value, Mapping):
-        return {key: _json_safe(item) for key, item in value.items()}
+        return {key: json_safe(item, non_finite) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
+        return [json_safe(item, non_finite) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
+        return non_finite(value)
     return value

@@ -111,8 +111,10 @@ class RealtimeSession:
 
     def on_session_update(self, event: dict) -> None:
         duplex = duplex_request(event.get("session"))
+        require(not duplex or self.duplex is not None or self.response is None, "conversation_already_has_active_response",
+                "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
         settings = apply_update(self.settings, event.get("session"))
-        if duplex or (duplex is None and self.duplex is not None):
+        if (self.duplex is not None) if duplex is None else duplex:  # duplex after this update: no turns to detect
             settings = replace(settings, turn_detection=None)
         if settings.instructions != self.settings.instructions:
             try:
@@ -128,8 +130,6 @@ class RealtimeSession:
 
     def _set_duplex(self, on: bool) -> None:
         if on and self.duplex is None:
-            require(self.response is None, "conversation_already_has_active_response",
-                    "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
             self.buffer.clear()
             self.duplex = DuplexLink(self.orch, self.session_id, self.emit, self.emit_error, self._on_frame_latency)
         elif not on and self.duplex is not None:

@@ -28,7 +28,6 @@ that made the frame due to its last thinker token). Non-finite numbers are null.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from liveserve.bench.duplex.ramp import ramp_summary
 from liveserve.bench.duplex.records import REJECTED, MetricsPoll, SessionLog
 from liveserve.bench.duplex.saturation import (all_streaming_t, measured_t_sat, occupancy_timeline, peak_occupancy,
                                                predicted_t_sat, resident_tokens_timeline)
+from liveserve.bench.result_json import json_safe
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def build_result(run: RunLog, config: Mapping[str, Any]) -> dict[str, Any]:
         "warnings": _warnings(run),
         "config": dict(config),
     }
-    return _finite(result)
+    return json_safe(result, lambda _: None)  # NaN (not filling) and infinities are null
 
 
 def _warnings(run: RunLog) -> list[str]:
@@ -115,16 +115,6 @@ def _session_record(log: SessionLog, stalls: Sequence) -> dict[str, Any]:
 def _poll_record(poll: MetricsPoll) -> dict[str, Any]:
     return {"t": poll.t, "occupancy": poll.occupancy, "t_sat_s": poll.t_sat_s, "live_sessions": poll.live_sessions,
             "admission_cap": poll.admission_cap, "saturation_warning": poll.saturation_warning}
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def format_summary(result: Mapping[str, Any]) -> str:
