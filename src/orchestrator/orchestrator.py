@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
@@ -57,6 +58,7 @@ class Orchestrator:
         self.sessions: dict[str, SessionContext] = {}
         self.duplex: dict[str, DuplexStream] = {}
         self._owners: dict[str, OutputHandler] = {}
+        self._held: dict[str, list[Command]] | None = None  # commands of one routing pass, per stage
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticker: asyncio.Task | None = None
         vocoder = config.vocoder.model
@@ -84,13 +86,32 @@ class Orchestrator:
         self._loop.call_soon_threadsafe(self._route, kind, outputs)
 
     def _route(self, kind: str, outputs: list[StageOutput]) -> None:
-        for output in outputs:
-            handler = self._owners.get(output.request_id)
-            if handler is not None:
-                handler.on_output(kind, output)
+        with self._together():
+            for output in outputs:
+                handler = self._owners.get(output.request_id)
+                if handler is not None:
+                    handler.on_output(kind, output)
 
     def submit(self, kind: str, command: Command) -> None:
-        self.stages[kind].submit(command)
+        if self._held is None:
+            self.stages[kind].submit(command)
+        else:
+            self._held.setdefault(kind, []).append(command)
+
+    @contextmanager
+    def _together(self) -> Iterator[None]:
+        """Commands submitted inside reach each stage as one batch, so its next step sees all of
+        them (a step started on the first would leave the rest for another)."""
+        if self._held is not None:
+            yield
+            return
+        self._held = {}
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for kind, commands in held.items():
+                self.stages[kind].submit_all(commands)
 
     def own(self, request_id: str, handler: OutputHandler) -> None:
         """Route the request's outputs to `handler`; until told more, it waits for first audio."""
@@ -274,8 +295,9 @@ class Orchestrator:
                 due += period * math.ceil((now - due) / period)
             await asyncio.sleep(due - now)
             now = self.clock()
-            for stream in list(self.duplex.values()):
-                stream.tick(now)
+            with self._together():
+                for stream in list(self.duplex.values()):
+                    stream.tick(now)
 
     def close_session(self, session_id: str) -> None:
         self.close_duplex(session_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from stages.commands import Command
@@ -20,14 +20,17 @@ class StageHandle(Protocol):
 
     def submit(self, command: Command) -> None: ...
 
+    def submit_all(self, commands: Sequence[Command]) -> None:
+        """Apply `commands` in order, all before the engine's next step."""
+
     def status(self) -> StageStatus: ...
 
 
 class Placement(ABC):
     """Starts one engine per stage spec and stops them.
 
-    Contract: `start` returns a handle per stage kind; `submit` is thread-safe and
-    never blocks on model work; outputs reach `sink(kind, outputs)` on an engine
+    Contract: `start` returns a handle per stage kind; `submit` and `submit_all` are
+    thread-safe and never block on model work; outputs reach `sink(kind, outputs)` on an engine
     thread, in the order each engine produced them. `stop` ends every engine.
     """
 

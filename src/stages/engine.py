@@ -6,7 +6,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechStarted, StopGeneration, Wake
@@ -62,7 +62,7 @@ class StageEngine:
         self.runner = runner
         self.emit = emit
         self.stats = EngineStats()
-        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[Sequence[Command]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._idle_lock = threading.Lock()
@@ -70,9 +70,13 @@ class StageEngine:
         self._resident_tokens: dict[str, int] = {}  # replaced, never mutated: other threads copy it
 
     def submit(self, command: Command) -> None:
+        self.submit_all((command,))
+
+    def submit_all(self, commands: Sequence[Command]) -> None:
+        """Queue `commands` as one batch: they are applied in order, all before the same step."""
         with self._idle_lock:
             self._is_idle = False
-            self._commands.put(command)
+            self._commands.put(commands)
 
     def step(self) -> list[StageOutput]:
         self._apply_commands()
@@ -104,13 +108,14 @@ class StageEngine:
 
     def _apply_commands(self, wait_s: float = 0.0) -> None:
         try:
-            command = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
+            batch = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
         except queue.Empty:
             return
         while True:
-            self._apply(command)
+            for command in batch:
+                self._apply(command)
             try:
-                command = self._commands.get_nowait()
+                batch = self._commands.get_nowait()
             except queue.Empty:
                 return
 

@@ -10,6 +10,8 @@ import numpy as np
 from orchestrator.config import DuplexConfig
 from orchestrator.duplex import FrameAnswered, StreamFailed
 from orchestrator.orchestrator import Orchestrator
+from orchestrator.placement import LocalPlacement
+from stages.commands import AppendInput
 
 FRAME_16K = 1280 * 2  # 160 ms at 16 kHz
 
@@ -90,6 +92,63 @@ def test_an_unbounded_stream_at_the_maximum_length_fails_alone(pipeline, speech_
             assert all(isinstance(e, FrameAnswered) for e in events["late"])
             thinker = next(s for s in orch.status() if s.name == "thinker")
             assert thinker.num_requests == 3  # two sessions' turn contexts and "late"'s stream: "long"'s is gone
+        finally:
+            await orch.stop()
+
+    asyncio.run(scenario())
+
+
+class RecordingPlacement(LocalPlacement):
+    """Local engines whose command batches are recorded as (stage kind, commands)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[tuple[str, tuple]] = []
+
+    def start(self, specs, sink, clock, view=None):
+        return {kind: self._recording(kind, handle) for kind, handle in super().start(specs, sink, clock, view).items()}
+
+    def _recording(self, kind, handle):
+        placement = self
+
+        class Recorder:
+            def submit(self, command):
+                self.submit_all((command,))
+
+            def submit_all(self, commands):
+                placement.batches.append((kind, tuple(commands)))
+                handle.submit_all(commands)
+
+            def status(self):
+                return handle.status()
+
+        return Recorder()
+
+
+def test_frames_of_one_tick_reach_each_stage_as_one_batch(pipeline, speech_16k):
+    async def scenario():
+        placement = RecordingPlacement()
+        orch = Orchestrator(with_duplex(pipeline, frame_ms=160, tokens_per_frame=1), placement=placement)
+        await orch.start()
+        try:
+            events = {"a": [], "b": []}
+            for name in events:
+                orch.open_session(name)
+                orch.open_duplex(name, events[name].append)
+            for i in range(4):
+                for name in events:  # both streams' audio arrives before the same tick
+                    orch.duplex[name].push(speech_16k[i * FRAME_16K : (i + 1) * FRAME_16K])
+                await asyncio.sleep(0.16)
+            await wait_for(lambda: all(len(e) == 4 for e in events.values()))
+            frames = [(kind, batch) for kind, batch in placement.batches
+                      if all(isinstance(c, AppendInput) and "/duplex/" in c.request_id for c in batch)]
+            encoder = [batch for kind, batch in frames if kind == "encoder"]
+            thinker = [batch for kind, batch in frames if kind == "thinker"]
+            assert len(encoder) == len(thinker) >= 2  # a tick's encoder batch becomes one thinker batch
+            for batch in encoder + thinker:
+                sessions = [c.request_id.split("/")[0] for c in batch]
+                assert sessions.count("a") == sessions.count("b") >= 1
+            assert sum(len(batch) for batch in thinker) == 8
         finally:
             await orch.stop()
 
