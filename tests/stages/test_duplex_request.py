@@ -45,9 +45,9 @@ def test_a_stop_token_ends_the_frames_answer_early_and_the_stream_waits_for_audi
     req.append(frame(0))
     step = answer(req, STOP)
     assert step.finish_reason == "stop" and not req.is_generating
-    assert req.num_pending == 1 and not req.wants_sample(req.num_known)  # the stop token's KV, no sample
-    req.advance(1, None)
-    assert req.is_dormant and not req.is_finished
+    assert req.num_pending == 0 and req.is_dormant and not req.is_finished  # the stop token waits for audio
+    req.append(frame(1))
+    assert req.num_pending == 3 and req.wants_sample(req.num_known)  # computed with the next frame
 
 
 def test_one_generator_serves_every_frame():
@@ -73,7 +73,7 @@ def test_no_maximum_when_unbounded():
     for index in range(50):
         req.append(frame(index))
         answer(req, 5)
-    assert req.num_known == 2 + 50 * 3
+    assert len(req.token_ids) == 2 + 50 * 3 and req.num_known == len(req.token_ids) - 1
 
 
 def test_a_duplex_context_cannot_be_truncated():

@@ -24,7 +24,8 @@ class DuplexRequest(ThinkerRequest):
     """Appends every frame to one context and answers each with up to `sampling.max_tokens` tokens.
 
     A frame enters the context once the previous frame's answer is decoded (frames
-    that arrive earlier queue), then its tokens are prefilled and decoded from; every
+    that arrive earlier queue), then its tokens are prefilled and decoded from; the
+    previous answer's last token is computed with them, not in a step of its own. Every
     ThinkerStep carries the frame index as `turn_id`, and the frame's last step has a
     finish reason. One generator serves the whole stream. The context only grows:
     without a window the caller keeps it under `max_position` (append raises past it).
@@ -38,6 +39,12 @@ class DuplexRequest(ThinkerRequest):
         self.token_ids.extend(prefix or [])
         self._queued: deque[DuplexFrame] = deque()
         self._queued_tokens = 0
+
+    @property
+    def num_known(self) -> int:
+        """A finished frame's last token joins the next frame's prefill: alone it would cost a step per frame."""
+        deferred = not self.is_generating and self.num_generated > 0
+        return len(self.token_ids) - deferred
 
     @property
     def num_queued_frames(self) -> int:
