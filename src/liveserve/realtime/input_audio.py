@@ -6,7 +6,8 @@ import base64
 import binascii
 
 import numpy as np
-from scipy.signal import firwin, lfilter, lfilter_zi
+from numpy.lib.stride_tricks import as_strided
+from scipy.signal import firwin
 
 from liveserve.realtime.errors import RealtimeError
 
@@ -15,20 +16,36 @@ VAD_RATE = 16000
 
 
 class Resampler24to16:
-    """Streaming 24 kHz -> 16 kHz (up 2, low-pass, down 3) whose output does not depend on chunking."""
+    """Streaming 24 kHz -> 16 kHz (up 2, low-pass, down 3) whose output does not depend on chunking.
+
+    Polyphase: output m is sum_i taps[2i + m % 2] * x[3m // 2 - i], so only kept outputs
+    and nonzero (not zero-stuffed) inputs are computed.
+    """
 
     def __init__(self, num_taps: int = 96) -> None:
-        self.taps = firwin(num_taps, 1.0 / 3.0) * 2.0
-        self.state = lfilter_zi(self.taps, 1.0) * 0.0
-        self.phase = 0
+        taps = (firwin(num_taps, 1.0 / 3.0) * 2.0).astype(np.float32)
+        self.span = num_taps // 2  # inputs per output
+        self.phases = np.stack([taps[0::2][::-1], taps[1::2][::-1]])  # reversed: dot with a window in time order
+        self.tail = np.zeros(self.span - 1, dtype=np.float32)  # the last inputs (zeros before the first)
+        self.num_in = 0
+        self.num_out = 0
 
     def process(self, samples: np.ndarray) -> np.ndarray:
-        upsampled = np.zeros(2 * len(samples))
-        upsampled[::2] = samples
-        filtered, self.state = lfilter(self.taps, 1.0, upsampled, zi=self.state)
-        out = filtered[self.phase :: 3]
-        self.phase = (self.phase - len(filtered)) % 3
-        return out.astype(np.float32)
+        if not len(samples):
+            return np.zeros(0, dtype=np.float32)
+        buf = np.concatenate([self.tail, samples.astype(np.float32, copy=False)])
+        end = -(-2 * (self.num_in + len(samples)) // 3)  # outputs whose inputs have all arrived
+        out = np.empty(end - self.num_out, dtype=np.float32)
+        step = buf.strides[0]
+        for first in range(min(2, len(out))):  # outputs of one parity: windows 3 inputs apart
+            m = self.num_out + first
+            count = len(out[first::2])
+            rows = as_strided(buf[3 * m // 2 - self.num_in :], (count, self.span), (3 * step, step), writeable=False)
+            out[first::2] = np.einsum("kl,l->k", rows, self.phases[m % 2])
+        self.tail = buf[len(buf) - self.span + 1 :]
+        self.num_in += len(samples)
+        self.num_out = end
+        return out
 
 
 def decode_pcm16(audio_b64: object) -> np.ndarray:
