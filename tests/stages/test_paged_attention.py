@@ -75,6 +75,8 @@ SCENARIOS = {
     "chunk_after_cached_context": [(5, 6)],
     "decodes_of_different_lengths": [(0, 1), (3, 1), (8, 1), (12, 1)],
     "mixed_decodes_and_two_chunks": [(3, 1), (10, 1), (0, 5), (6, 4)],
+    "chunks_of_one_length_share_runs": [(3, 1), (0, 4), (10, 4), (6, 4), (21, 4), (2, 5)],
+    "a_chunk_too_long_for_a_run": [(4, 1), (0, 40), (7, 3)],
 }
 
 
@@ -88,6 +90,14 @@ def test_paged_attention_equals_dense_reference(scenario, block_size, dtype, run
     torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
     for slots, k_new in slots_by_seq:  # this step's keys were written to their slots
         torch.testing.assert_close(k_cache.view(-1, KV_HEADS, HEAD_DIM)[slots].double(), k_new, atol=tol, rtol=tol)
+
+
+def test_short_chunks_of_one_length_attend_in_runs_and_a_long_chunk_alone():
+    prefills = [([0, 1], 4, 7), ([2], 4, 4), ([3, 4, 5], 4, 10), ([6], 3, 3), ([7, 8, 9], 33, 40)]
+    batch = build_attention_batch(4, [], prefills, list(range(48)), HEADS // KV_HEADS)
+    assert [(r.row_start, r.num_seqs, r.num_tokens) for r in batch.prefill_runs] == [(0, 3, 4), (12, 1, 3)]
+    assert [(s.row_start, s.num_tokens) for s in batch.prefills] == [(15, 33)]
+    assert batch.prefill_runs[0].excluded.shape == (3, 4, 1, 12)  # padded to the widest: 3 blocks of 4
 
 
 # ---------------------------------------------------------------- end to end: paged generation == dense generation

@@ -86,7 +86,8 @@ WINDOWS = {  # (tokens, sinks)
     "one_token_window": (1, 2),
     "window_longer_than_context": (100, 2),
 }
-SEQS = [(30, 1), (9, 1), (41, 1), (2, 1), (0, 7), (17, 9), (33, 12)]  # decodes, then prefill chunks
+# decodes, then prefill chunks: three of one length (a run), two others, one too long for a run
+SEQS = [(30, 1), (9, 1), (41, 1), (2, 1), (0, 7), (21, 7), (40, 7), (17, 9), (33, 12), (5, 40)]
 
 
 @pytest.mark.parametrize("run_positions", [DECODE_RUN_POSITIONS, 24, 1])

@@ -3,8 +3,9 @@
 A step's tokens are flattened: first one query token per decoding sequence, then
 each prefill chunk's tokens. K/V of the new tokens are written to their cache slots,
 then decodes attend in runs of consecutive rows (each run's blocks gathered into
-one padded tensor) and each prefill chunk attends on its own with a causal mask
-offset by the context already cached.
+one padded tensor). Short prefill chunks of equal length (a duplex tick's frames)
+attend in runs the same way, with a causal mask per row; a longer chunk attends on
+its own with a causal mask offset by the context already cached.
 
 Decoding is bound by memory traffic: runs are cut so that a run's gathered keys
 stay small enough to be read back from the CPU cache, and a long context gets a run
@@ -27,7 +28,8 @@ import torch.nn.functional as F
 
 from stages.config import WindowSpec
 
-DECODE_RUN_POSITIONS = 2048  # padded positions per decode run (~1 MB of float32 keys at 2 x 64 dims)
+DECODE_RUN_POSITIONS = 2048  # padded positions per run (~1 MB of float32 keys at 2 x 64 dims)
+PREFILL_RUN_TOKENS = 32  # chunks up to this long attend in runs; longer ones on their own
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,18 @@ class DecodeRun:
     num_rows: int
     block_ids: torch.Tensor  # [num_rows * max_blocks] flat, each row's blocks padded with its first block
     padding: torch.Tensor  # [num_rows, 1, max_blocks * block_size] bool, True where the row's query may not look
+
+
+@dataclass(frozen=True)
+class PrefillRun:
+    """Rows [row_start, row_start + num_seqs * num_tokens) are chunks of `num_tokens` each, attended as
+    one padded batch."""
+
+    row_start: int
+    num_seqs: int
+    num_tokens: int
+    block_ids: torch.Tensor  # [num_seqs * max_blocks] flat, each sequence's blocks padded with its first block
+    excluded: torch.Tensor  # [num_seqs, num_tokens, 1, max_blocks * block_size] bool, True where a query may not look
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ class AttentionBatch:
     slot_mapping: torch.Tensor  # [num_rows] flat slot per new token
     num_decodes: int
     decode_runs: list[DecodeRun]
+    prefill_runs: list[PrefillRun]
     prefills: list[PrefillSpan]
 
 
@@ -71,21 +86,57 @@ def build_attention_batch(
     With a `window`, each tuple also ends with the logical index of each (live) block.
     `group` is query heads per KV head: prefill masks are laid out for grouped rows once
     here, not in every layer. Consecutive decodes share a run while the run pads to at
-    most `run_positions` positions (a decode longer than that runs alone).
+    most `run_positions` positions (a decode longer than that runs alone), and so do
+    consecutive prefill chunks of one length up to PREFILL_RUN_TOKENS.
     """
-    spans, row = [], len(decodes)
-    for blocks, num_tokens, context_len, *logical in prefills:
-        query_pos = torch.arange(context_len - num_tokens, context_len)[:, None]
-        if window is None:
-            num_keys, mask = context_len, torch.arange(context_len)[None, :] <= query_pos
+    runs, spans, row = [], [], len(decodes)
+    for chunks in _prefill_groups(block_size, prefills, run_positions):
+        if chunks[0][1] <= PREFILL_RUN_TOKENS:
+            runs.append(_prefill_run(block_size, row, chunks, window))
         else:
-            keys = _key_positions(block_size, logical)[0]
-            keys = keys[keys < context_len]  # the last block's slots past the chunk hold nothing
-            num_keys, mask = len(keys), ~_excluded(keys[None, :], query_pos, window)
-        spans.append(PrefillSpan(row, num_tokens, num_keys, torch.tensor(blocks), mask.repeat(group, 1)))
-        row += num_tokens
-    runs = _decode_runs(block_size, decodes, run_positions, window)
-    return AttentionBatch(torch.tensor(slots), len(decodes), runs, spans)
+            spans.append(_prefill_span(block_size, row, *chunks[0], group=group, window=window))
+        row += sum(chunk[1] for chunk in chunks)
+    decode_runs = _decode_runs(block_size, decodes, run_positions, window)
+    return AttentionBatch(torch.tensor(slots), len(decodes), decode_runs, runs, spans)
+
+
+def _prefill_groups(block_size: int, prefills: list[tuple], run_positions: int) -> list[list[tuple]]:
+    """Consecutive short chunks of one length while their padded keys stay within `run_positions`; a long
+    chunk alone."""
+    groups: list[list[tuple]] = []
+    for prefill in prefills:
+        last = groups[-1] if groups else None
+        if last is not None and prefill[1] == last[0][1] <= PREFILL_RUN_TOKENS:
+            width = max(len(prefill[0]), *(len(p[0]) for p in last))
+            if (len(last) + 1) * width * block_size <= run_positions:
+                last.append(prefill)
+                continue
+        groups.append([prefill])
+    return groups
+
+
+def _prefill_run(block_size: int, row_start: int, prefills: list[tuple], window: WindowSpec | None) -> PrefillRun:
+    width, num_tokens = max(len(p[0]) for p in prefills), prefills[0][1]
+    block_ids = torch.tensor([blocks + blocks[:1] * (width - len(blocks)) for blocks, *_ in prefills]).view(-1)
+    ends = torch.tensor([p[2] for p in prefills])
+    queries = (ends[:, None] - num_tokens + torch.arange(num_tokens))[:, :, None]
+    if window is None:
+        excluded = torch.arange(width * block_size) > queries  # padding lies past the chunk
+    else:
+        excluded = _excluded(_key_positions(block_size, [p[3] for p in prefills])[:, None, :], queries, window)
+    return PrefillRun(row_start, len(prefills), num_tokens, block_ids, excluded[:, :, None, :])
+
+
+def _prefill_span(block_size: int, row_start: int, blocks: list[int], num_tokens: int, context_len: int,
+                  *logical: list[int], group: int, window: WindowSpec | None) -> PrefillSpan:
+    query_pos = torch.arange(context_len - num_tokens, context_len)[:, None]
+    if window is None:
+        num_keys, mask = context_len, torch.arange(context_len)[None, :] <= query_pos
+    else:
+        keys = _key_positions(block_size, list(logical))[0]
+        keys = keys[keys < context_len]  # the last block's slots past the chunk hold nothing
+        num_keys, mask = len(keys), ~_excluded(keys[None, :], query_pos, window)
+    return PrefillSpan(row_start, num_tokens, num_keys, torch.tensor(blocks), mask.repeat(group, 1))
 
 
 def _key_positions(block_size: int, logical: list[list[int]]) -> torch.Tensor:
@@ -145,6 +196,9 @@ def paged_attention(
     if batch.num_decodes:
         n = batch.num_decodes
         out[:n] = _attend_decodes(q[:n], k_cache, v_cache, batch.decode_runs)
+    for run in batch.prefill_runs:
+        rows = slice(run.row_start, run.row_start + run.num_seqs * run.num_tokens)
+        out[rows] = _attend_prefill_run(q[rows], k_cache, v_cache, run)
     for span in batch.prefills:
         rows = slice(span.row_start, span.row_start + span.num_tokens)
         out[rows] = _attend_prefill(q[rows], k_cache, v_cache, span)
@@ -171,6 +225,20 @@ def _attend_decodes(
         values = v_cache.index_select(0, run.block_ids).view(run.num_rows, -1, width)
         torch.bmm(torch.softmax(scores, dim=-1), values, out=mixed[rows])
     return _own_heads(mixed, num_kv_heads, head_dim)
+
+
+def _attend_prefill_run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, run: PrefillRun) -> torch.Tensor:
+    """q [num_seqs * num_tokens, heads, dim] -> the same shape; heads widened as for decodes, each
+    sequence's token rows against its gathered keys."""
+    num_heads, (num_kv_heads, head_dim) = q.shape[1], k_cache.shape[2:]
+    width, n = num_kv_heads * head_dim, run.num_seqs
+    wide_q = _widen_heads(q, num_kv_heads, head_dim**-0.5).view(n, run.num_tokens * num_heads, width)
+    keys = k_cache.index_select(0, run.block_ids).view(n, -1, width)
+    scores = torch.bmm(wide_q, keys.transpose(1, 2))
+    scores.view(n, run.num_tokens, num_heads, -1).masked_fill_(run.excluded, float("-inf"))
+    values = v_cache.index_select(0, run.block_ids).view(n, -1, width)
+    mixed = torch.bmm(torch.softmax(scores, dim=-1), values)
+    return _own_heads(mixed.view(-1, num_heads, width), num_kv_heads, head_dim)
 
 
 def _widen_heads(q: torch.Tensor, num_kv_heads: int, scale: float) -> torch.Tensor:
