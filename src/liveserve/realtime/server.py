@@ -18,7 +18,7 @@ from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, new_id
 from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
-from liveserve.runtime import configure_torch
+from liveserve.runtime import configure_torch, freeze_startup_objects
 from monitor import MonitorRegistry
 from orchestrator.orchestrator import Orchestrator
 
@@ -127,6 +127,7 @@ def create_app(config: LiveServeConfig) -> FastAPI:
     async def lifespan(app: FastAPI):
         configure_torch(config.runtime)
         await server.orch.start()
+        freeze_startup_objects()
         watch = asyncio.ensure_future(server.watch())
         try:
             yield
