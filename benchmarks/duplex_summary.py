@@ -47,34 +47,57 @@ def window_table(results: dict[str, dict]) -> list[str]:
     return rows
 
 
+def sweep_verdicts(results: dict[str, dict]) -> tuple[list, dict[int, bool]]:
+    """The sweep runs (N, name, result), sorted, and per N whether every run of it is schedulable."""
+    runs = sorted((int(m[1]), name, r) for name, r in results.items() if (m := re.match(r"sweep_n(\d+)(_\d+)?$", name)))
+    verdict: dict[int, bool] = {}
+    for n, _, r in runs:
+        verdict[n] = verdict.get(n, True) and schedulable(r)
+    return runs, verdict
+
+
+def largest_schedulable(results: dict[str, dict]) -> int | None:
+    """N*: the largest N up to which every N swept is schedulable in every run."""
+    _, verdict = sweep_verdicts(results)
+    best = None
+    for n in sorted(verdict):
+        if not verdict[n]:
+            break
+        best = n
+    return best
+
+
 def sweep_table(results: dict[str, dict]) -> list[str]:
     """One row per run (sweep_n<N> and repeats sweep_n<N>_<k>); N is schedulable when every run of it is."""
     rows = ["| N | run | frames/s | p50 | p99 | max (ms) | stalled | schedulable |", "|---|---|---|---|---|---|---|---|"]
-    runs = sorted((int(m[1]), name, r) for name, r in results.items() if (m := re.match(r"sweep_n(\d+)(_\d+)?$", name)))
-    verdict: dict[int, bool] = {}
+    runs, verdict = sweep_verdicts(results)
     for n, name, r in runs:
         lat = r["frame_latency_overall_ms"]
         rows.append(f"| {n} | {name} | {r['frames_per_s']:.1f} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
                     f"{r['stalled_sessions']} | {'yes' if schedulable(r) else 'no'} |")
-        verdict[n] = verdict.get(n, True) and schedulable(r)
     best = max((n for n, ok in verdict.items() if ok), default=None)
-    below = [n for n in sorted(verdict) if n <= (best or 0)]
-    every = max((n for n in below if all(verdict[m] for m in below if m <= n)), default=None)
-    return rows + ["", f"Largest schedulable N: {best}; largest N up to which every N swept is schedulable: {every}"]
+    return rows + ["", f"Largest schedulable N: {best}; N* (largest N up to which every N swept is schedulable "
+                       f"in every run): {largest_schedulable(results)}"]
 
 
 def ramp_table(results: dict[str, dict]) -> list[str]:
-    rows = ["| run | offered | admitted | rejected | settled cap | settled live | stalled | p99 run (ms) | "
-            "worst 10-s p99, last third (ms) | peak occupancy |", "|---|---|---|---|---|---|---|---|---|---|"]
+    """Per ramp run: where AIMD settled against N* (within 10 %), and the settled frames' p99 against
+    half the frame budget."""
+    n_star = largest_schedulable(results)
+    rows = [f"N* from the sweep: {n_star}", "",
+            "| run | offered | admitted | rejected | settled cap | settled live | within 10 % of N* | stalled | "
+            "p99 run (ms) | p99 settled (ms) | under half budget | peak occupancy |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         if not name.startswith("ramp_"):
             continue
-        ramp, buckets = r["ramp"], r["frame_latency_ms"]
-        tail = [b["p99"] for b in buckets[-max(1, len(buckets) // 3):] if b["p99"] is not None]
+        ramp = r["ramp"]
+        live, p99 = ramp["settled_live"], (ramp.get("settled_latency_ms") or {}).get("p99")
+        near = "n/a" if n_star is None or live is None else ("yes" if abs(live - n_star) <= 0.1 * n_star else "no")
+        under = "n/a" if p99 is None else ("yes" if p99 < HALF_BUDGET * r["config"]["frame_ms"] else "no")
         rows.append(f"| {name} | {ramp['offered']} | {ramp['admitted']} | {ramp['rejected']} | {fmt(ramp['settled_cap'])} | "
-                    f"{fmt(ramp['settled_live'])} | {r['stalled_sessions']} | {fmt(r['frame_latency_overall_ms']['p99'])} | "
-                    f"{fmt(max(tail) if tail else None)} | "
-                    f"{r['peak_occupancy']:.3f} |")
+                    f"{fmt(live)} | {near} | {r['stalled_sessions']} | {fmt(r['frame_latency_overall_ms']['p99'])} | "
+                    f"{fmt(p99)} | {under} | {r['peak_occupancy']:.3f} |")
     return rows
 
 

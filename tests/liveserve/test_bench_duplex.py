@@ -12,7 +12,7 @@ import pytest
 import websockets
 
 from liveserve.bench.duplex.analysis import find_stalls, latency_buckets, session_stalls, stall_threshold_s
-from liveserve.bench.duplex.options import DuplexOptions
+from liveserve.bench.duplex.options import DuplexOptions, parse_settings
 from liveserve.bench.duplex.plots import draw_plots
 from liveserve.bench.duplex.poller import read_poll
 from liveserve.bench.duplex.ramp import ramp_summary, ramp_timeline
@@ -134,6 +134,7 @@ def test_predicted_saturation_from_the_first_poll_ten_seconds_after_all_sessions
 
 def test_ramp_counts_offered_admitted_and_rejected_over_time():
     admitted = [SessionLog(i, float(i), admitted_t=i + 0.1, end_t=12.0) for i in range(3)]
+    admitted[0].frames.extend(FrameEvent(t, k, latency_ms=float(k)) for k, t in enumerate((7.0, 8.0, 9.0, 12.0, 13.0)))
     rejected = [SessionLog(i, float(i), rejected_t=i + 0.05, end_t=i + 0.05) for i in range(3, 5)]
     polls = [MetricsPoll(t, admission_cap=c, live_sessions=float(min(3, int(t) + 1))) for t, c in
              [(0.5, 1.0), (2.5, 3.0), (4.5, 3.0), (9.0, 3.0), (11.0, 3.0)]]
@@ -143,6 +144,8 @@ def test_ramp_counts_offered_admitted_and_rejected_over_time():
     summary = ramp_summary(admitted + rejected, polls, duration_s=12.0, rate=1.0)
     assert (summary["offered"], summary["admitted"], summary["rejected"]) == (5, 3, 2)
     assert summary["settled_cap"] == 3.0 and summary["settled_live"] == 3.0  # polls in the last 4 s
+    settled_frames = summary["settled_latency_ms"]  # received in [8, 12] s: frames 1, 2, 3
+    assert settled_frames["count"] == 3 and settled_frames["max"] == 3.0 and settled_frames["p50"] == 2.0
 
 
 def test_ramp_offers_open_loop_at_the_rate_for_the_whole_run():
@@ -226,11 +229,32 @@ def test_a_server_answering_more_frames_than_were_sent_is_warned_of():
     ({"sessions": 1, "admission": "lifo"}, "--admission must be one of fixed, aimd"),
     ({"sessions": 1, "url": "ws://example.com/v1/realtime"}, "--url must be a loopback ws:// address"),
     ({"sessions": 1, "url": "ws://127.0.0.1:8000/v1/realtime", "window": 64}, "--window configure a fresh server"),
+    ({"sessions": 1, "url": "ws://127.0.0.1:8000/v1/realtime", "admission_set": (("target", 0.4),)},
+     "--admission-set configure a fresh server"),
 ])
 def test_bad_options_are_refused_naming_the_flag(fields, message):
     with pytest.raises(ValueError) as error:
         DuplexOptions(**fields)
     assert message in str(error.value)
+
+
+def test_admission_settings_are_name_value_pairs_checked_with_the_config():
+    pairs = parse_settings("--admission-set", ["target=0.45", " decrease_factor = 0.9", "latency_window_s="])
+    assert pairs == (("target", 0.45), ("decrease_factor", 0.9), ("latency_window_s", None))
+    with pytest.raises(ValueError, match="--admission-set takes NAME=VALUE, got 'target'"):
+        parse_settings("--admission-set", ["target"])
+    source = default_config_path()
+    raw, config = derive_server_config(DuplexOptions(ramp=0.5, duration_s=60.0, admission_set=pairs),
+                                       read_config_data(source), source)
+    assert (config.admission.target, config.admission.decrease_factor) == (0.45, 0.9)
+    assert config.admission.latency_window_s is None and raw["admission"]["policy"] == "aimd"
+    with pytest.raises(ValueError, match="target"):
+        derive_server_config(DuplexOptions(ramp=0.5, admission_set=(("target", 2.0),)), read_config_data(source), source)
+
+
+def test_the_command_line_reports_a_bad_admission_setting_in_one_line(capsys):
+    assert main(["bench", "duplex", "--ramp", "1", "--duration-s", "5", "--admission-set", "warp=9"]) == 2
+    assert "warp" in capsys.readouterr().err
 
 
 def test_ramp_sessions_hang_up_after_their_lifetime_or_at_the_end():

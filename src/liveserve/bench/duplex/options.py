@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from orchestrator.config import ENCODER_FRAME_MS, MAX_FRAME_MS
 
 ADMISSION_POLICIES = ("fixed", "aimd")
@@ -25,7 +27,8 @@ class DuplexOptions:
     Server: `url` of a running one, or a fresh one from `config` (the default config
     when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
     tokens plus `sinks` (unbounded when None), `kv_blocks` thinker KV blocks and the
-    `admission` policy (`aimd` by default with `ramp`, else the config's).
+    `admission` policy (`aimd` by default with `ramp`, else the config's), with
+    `admission_set` (name, value) pairs overriding keys of its `admission` section.
     """
 
     sessions: int | None = None
@@ -36,6 +39,7 @@ class DuplexOptions:
     ramp: float | None = None
     session_s: float | None = None
     admission: str | None = None
+    admission_set: tuple[tuple[str, object], ...] = ()
     config: Path | None = None
     kv_blocks: int | None = None
     url: str | None = None
@@ -84,7 +88,7 @@ class DuplexOptions:
         if not self.url.startswith(LOOPBACK_URLS):
             raise ValueError(f"--url must be a loopback ws:// address, got {self.url!r}")
         fresh_only = {"--config": self.config, "--window": self.window, "--kv-blocks": self.kv_blocks,
-                      "--admission": self.admission}
+                      "--admission": self.admission, "--admission-set": self.admission_set or None}
         given = [flag for flag, value in fresh_only.items() if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)} configure a fresh server; not with --url (a running one)")
@@ -108,6 +112,17 @@ class DuplexOptions:
             return [i / self.ramp for i in range(math.ceil(self.duration_s * self.ramp))]
         stagger_s = (self.frame_ms if self.stagger_ms is None else self.stagger_ms) / 1000
         return [i * stagger_s / self.sessions for i in range(self.sessions)]
+
+
+def parse_settings(flag: str, items: list[str]) -> tuple[tuple[str, object], ...]:
+    """NAME=VALUE strings -> (name, YAML scalar) pairs; ValueError naming `flag` for anything else."""
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{flag} takes NAME=VALUE, got {item!r}")
+        pairs.append((name.strip(), yaml.safe_load(value) if value.strip() else None))
+    return tuple(pairs)
 
 
 def _positive_int(flag: str, value: int | None) -> None:

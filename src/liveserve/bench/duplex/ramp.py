@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from liveserve.bench.duplex.analysis import latency_summary
 from liveserve.bench.duplex.records import MetricsPoll, SessionLog
 
 SETTLED_FRACTION = 1 / 3  # the last third of the run is where a settled controller is judged
@@ -37,8 +38,10 @@ def settled(timeline: Sequence[dict], key: str, duration_s: float, fraction: flo
 
 
 def ramp_summary(logs: Sequence[SessionLog], polls: Sequence[MetricsPoll], duration_s: float, rate: float) -> dict:
-    """Totals, the timeline until the streams stop, and where the cap and the live count settled."""
+    """Totals, the timeline until the streams stop, where the cap and the live count settled, and
+    the per-frame latency of the frames received while settled (`settled_latency_ms`)."""
     timeline = ramp_timeline(logs, [poll for poll in polls if poll.t <= duration_s])
+    settled_from = duration_s * (1 - SETTLED_FRACTION)
     return {
         "rate": rate,
         "offered": len(logs),
@@ -46,5 +49,7 @@ def ramp_summary(logs: Sequence[SessionLog], polls: Sequence[MetricsPoll], durat
         "rejected": sum(log.is_rejected for log in logs),
         "settled_cap": settled(timeline, "cap", duration_s),
         "settled_live": settled(timeline, "live_server", duration_s),
+        "settled_latency_ms": latency_summary(frame.latency_ms for log in logs for frame in log.frames
+                                              if settled_from <= frame.t <= duration_s),
         "timeline": timeline,
     }

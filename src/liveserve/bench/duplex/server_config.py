@@ -15,7 +15,8 @@ def derive_server_config(options: DuplexOptions, data: object, source: Path) -> 
     """The raw and validated config of `data` (read from `source`) with `options` applied.
 
     Overrides: `duplex.frame_ms`; the thinker's `window` (removed, i.e. unbounded,
-    without `--window`); `stages.thinker.kv.num_blocks`; `admission.policy`; and
+    without `--window`); `stages.thinker.kv.num_blocks`; `admission.policy` and the
+    `--admission-set` keys (validated with the rest of the config); and
     `server.max_sessions` raised so every stream of a fixed run (plus the warm-up
     session, which may still be closing) is let in, or, with a ramp, set to
     `--sessions` when given (the limit under test) and above the offered count when not.
@@ -30,8 +31,10 @@ def derive_server_config(options: DuplexOptions, data: object, source: Path) -> 
         thinker["window"] = {"tokens": options.window, "sinks": options.sinks or 0}
     if options.kv_blocks is not None:
         _section(thinker, "kv")["num_blocks"] = options.kv_blocks
+    admission = _section(derived, "admission")
     if options.admission_policy is not None:
-        _section(derived, "admission")["policy"] = options.admission_policy
+        admission["policy"] = options.admission_policy
+    admission.update(options.admission_set)
     server = _section(derived, "server")
     server["max_sessions"] = _max_sessions(options, server.get("max_sessions", 1))
     return derived, parse_config(derived, source)
@@ -64,5 +67,6 @@ def describe(raw: dict, source: Path) -> dict[str, Any]:
         "kv_num_blocks": kv.get("num_blocks"),
         "kv_block_size": kv.get("block_size"),
         "admission_policy": (raw.get("admission") or {}).get("policy", "fixed"),
+        "admission": raw.get("admission") or {},
         "max_sessions": raw["server"]["max_sessions"],
     }
