@@ -10,6 +10,9 @@ SHORT="--frame-ms 160"          # window runs: 160 ms frames
 LONG="--frame-ms 480 --chunk-ms 160"  # capacity runs: larger frames batch more sessions per tick
 POOL="--kv-blocks 120"          # 4 unbounded sessions at 160 ms frames fill it in about 25 s
 WINDOW="--window 96 --sinks 4"  # about 8 blocks per session
+BIG_POOL="--kv-blocks 1024"     # capacity runs: room for ~120 windowed sessions, an unbounded ramp fills it
+AIMD="--admission-set decrease_factor=0.95 --admission-set target=0.45 --admission-set latency_window_s=2"
+AIMD_F09="--admission-set decrease_factor=0.9 --admission-set target=0.45 --admission-set latency_window_s=2"
 mkdir -p "$OUT"
 
 run() {  # run NAME ARGS...: one bench run, its JSON and plots under $OUT
@@ -30,20 +33,24 @@ plateau() {  # windowed occupancy against N
 }
 
 sweep() {  # fixed N, windowed: the largest N with p99 under half the frame budget and no stall
-  for n in ${SWEEP_N:-8 12 16 20 24 26 28 32 36 40 48}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 30 $WINDOW; done
-  for n in ${REPEAT_N:-32 36 40 44}; do run "sweep_n${n}_2" $LONG --sessions "$n" --duration-s 30 $WINDOW; done
+  for n in ${SWEEP_N:-24 32 40 48 56 64 72}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 30 $WINDOW $BIG_POOL; done
+  for k in 2 3; do
+    for n in ${REPEAT_N:-32 40 48 56}; do run "sweep_n${n}_$k" $LONG --sessions "$n" --duration-s 30 $WINDOW $BIG_POOL; done
+  done
 }
 
-ramp() {  # sessions offered open-loop at 0.4/s under AIMD for 240 s, with and without windows (400 blocks)
-  run ramp_window $LONG --ramp 0.4 --duration-s 240 --admission aimd $WINDOW --kv-blocks 400
-  run ramp_unbounded $LONG --ramp 0.4 --duration-s 240 --admission aimd --kv-blocks 400
+ramp() {  # sessions offered open-loop at 0.4/s under AIMD that never hang up, with and without windows
+  run ramp_window $LONG --ramp 0.4 --duration-s 240 --admission aimd $AIMD $WINDOW $BIG_POOL
+  run ramp_unbounded $LONG --ramp 0.4 --duration-s 240 --admission aimd $AIMD $BIG_POOL
 }
 
-turnover() {  # sessions offered at 0.8/s that hang up after 60 s: admission settling as they turn over
-  local ramp="$LONG --ramp 0.8 --session-s 60 --duration-s 240 --admission aimd $WINDOW --kv-blocks 400"
-  run ramp_turnover_window $ramp
-  run ramp_turnover_window_f09 $ramp --config benchmarks/configs/duplex_aimd_f09.yaml
-  run ramp_turnover_window_f09_t045 $ramp --config benchmarks/configs/duplex_aimd_f09_t045.yaml
+turnover() {  # sessions offered at 1.2/s that hang up after 90 s (~108 would be live): AIMD settling
+  local ramp="$LONG --ramp 1.2 --session-s 90 --duration-s 300 --admission aimd $WINDOW $BIG_POOL"
+  run ramp_turnover_window_f09_1 $ramp $AIMD_F09
+  run ramp_turnover_window_f09_2 $ramp $AIMD_F09
+  run ramp_turnover_window_default $ramp  # the default config's AIMD settings
+  run ramp_turnover_window_1 $ramp $AIMD
+  run ramp_turnover_window_2 $ramp $AIMD
 }
 
 for part in "${@:-window plateau sweep ramp turnover}"; do
