@@ -48,7 +48,8 @@ turnover() {  # sessions offered at 1.2/s that hang up after 90 s (~108 would be
   local ramp="$LONG --ramp 1.2 --session-s 90 --duration-s 300 --admission aimd $WINDOW $BIG_POOL"
   run ramp_turnover_window_f09_1 $ramp $AIMD_F09
   run ramp_turnover_window_f09_2 $ramp $AIMD_F09
-  run ramp_turnover_window_default $ramp  # the default config's AIMD settings
+  run ramp_turnover_window_default $ramp --admission-set decrease_factor=0.7 --admission-set target=0.5 \
+    --admission-set latency_window_s=3  # the former defaults
   run ramp_turnover_window_1 $ramp $AIMD
   run ramp_turnover_window_2 $ramp $AIMD
 }

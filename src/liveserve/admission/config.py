@@ -25,10 +25,10 @@ class AdmissionConfig:
     policy: str = "fixed"
     initial_cap: int = 4
     min_cap: int = 1
-    target: float = 0.5
-    decrease_factor: float = 0.7
+    target: float = 0.45
+    decrease_factor: float = 0.9
     interval_s: float = 1.0
-    latency_window_s: float | None = 3.0
+    latency_window_s: float | None = 2.0
     forecast_window_s: float = 10.0
 
     def __post_init__(self) -> None:
