@@ -34,6 +34,15 @@ async def stream_audio(orch: Orchestrator, session_id: str, audio: np.ndarray, e
         await asyncio.sleep(0.16)
 
 
+def open_streams(orch: Orchestrator, *names: str) -> dict[str, list]:
+    """Open a session and its duplex stream per name; each stream's events collect in its list."""
+    events = {name: [] for name in names}
+    for name in names:
+        orch.open_session(name)
+        orch.open_duplex(name, events[name].append)
+    return events
+
+
 async def wait_for(predicate, timeout_s: float = 20.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not predicate():
@@ -46,10 +55,7 @@ def test_every_frame_is_answered_in_order_with_its_latency(pipeline, speech_16k)
         orch = Orchestrator(with_duplex(pipeline, frame_ms=160, tokens_per_frame=2))
         await orch.start()
         try:
-            events = {"a": [], "b": []}
-            for name in events:
-                orch.open_session(name)
-                orch.open_duplex(name, events[name].append)
+            events = open_streams(orch, "a", "b")
             await asyncio.gather(*(stream_audio(orch, n, speech_16k, events[n], 8) for n in events))
             await wait_for(lambda: all(len(e) == 8 for e in events.values()))
             for got in events.values():
@@ -131,10 +137,7 @@ def test_frames_of_one_tick_reach_each_stage_as_one_batch(pipeline, speech_16k):
         orch = Orchestrator(with_duplex(pipeline, frame_ms=160, tokens_per_frame=1), placement=placement)
         await orch.start()
         try:
-            events = {"a": [], "b": []}
-            for name in events:
-                orch.open_session(name)
-                orch.open_duplex(name, events[name].append)
+            events = open_streams(orch, "a", "b")
             for i in range(4):
                 for name in events:  # both streams' audio arrives before the same tick
                     orch.duplex[name].push(speech_16k[i * FRAME_16K : (i + 1) * FRAME_16K])

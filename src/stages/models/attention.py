@@ -104,20 +104,23 @@ def _prefill_groups(block_size: int, prefills: list[tuple], run_positions: int) 
     """Consecutive short chunks of one length while their padded keys stay within `run_positions`; a long
     chunk alone."""
     groups: list[list[tuple]] = []
+    width = 0  # blocks of the widest chunk in the last group
     for prefill in prefills:
         last = groups[-1] if groups else None
         if last is not None and prefill[1] == last[0][1] <= PREFILL_RUN_TOKENS:
-            width = max(len(prefill[0]), *(len(p[0]) for p in last))
-            if (len(last) + 1) * width * block_size <= run_positions:
+            wider = max(width, len(prefill[0]))
+            if (len(last) + 1) * wider * block_size <= run_positions:
                 last.append(prefill)
+                width = wider
                 continue
         groups.append([prefill])
+        width = len(prefill[0])
     return groups
 
 
 def _prefill_run(block_size: int, row_start: int, prefills: list[tuple], window: WindowSpec | None) -> PrefillRun:
     width, num_tokens = max(len(p[0]) for p in prefills), prefills[0][1]
-    block_ids = torch.tensor([blocks + blocks[:1] * (width - len(blocks)) for blocks, *_ in prefills]).view(-1)
+    block_ids = _padded_block_ids(prefills, width)
     ends = torch.tensor([p[2] for p in prefills])
     queries = (ends[:, None] - num_tokens + torch.arange(num_tokens))[:, :, None]
     if window is None:
@@ -137,6 +140,11 @@ def _prefill_span(block_size: int, row_start: int, blocks: list[int], num_tokens
         keys = keys[keys < context_len]  # the last block's slots past the chunk hold nothing
         num_keys, mask = len(keys), ~_excluded(keys[None, :], query_pos, window)
     return PrefillSpan(row_start, num_tokens, num_keys, torch.tensor(blocks), mask.repeat(group, 1))
+
+
+def _padded_block_ids(rows: list[tuple], width: int) -> torch.Tensor:
+    """[len(rows) * width] flat: each row's block ids (its first item), padded with its own first block."""
+    return torch.tensor([blocks + blocks[:1] * (width - len(blocks)) for blocks, *_ in rows]).view(-1)
 
 
 def _key_positions(block_size: int, logical: list[list[int]]) -> torch.Tensor:
@@ -172,7 +180,7 @@ def _decode_runs(block_size: int, decodes: list[tuple], run_positions: int,
 
 def _decode_run(block_size: int, row_start: int, decodes: list[tuple], width: int,
                 window: WindowSpec | None) -> DecodeRun:
-    block_ids = torch.tensor([blocks + blocks[:1] * (width - len(blocks)) for blocks, *_ in decodes]).view(-1)
+    block_ids = _padded_block_ids(decodes, width)
     lengths = torch.tensor([decode[1] for decode in decodes])
     if window is None:
         padding = torch.arange(width * block_size) >= lengths[:, None]
@@ -215,29 +223,33 @@ def _attend_decodes(
     every head (and one more mixes values, of which each head keeps its own KV head's part).
     """
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    width = num_kv_heads * head_dim
     wide_q = _widen_heads(q, num_kv_heads, head_dim**-0.5)
     mixed = q.new_empty(wide_q.shape)
     for run in runs:
         rows = slice(run.row_start, run.row_start + run.num_rows)
-        keys = k_cache.index_select(0, run.block_ids).view(run.num_rows, -1, width)
-        scores = torch.bmm(wide_q[rows], keys.transpose(1, 2)).masked_fill_(run.padding, float("-inf"))
-        values = v_cache.index_select(0, run.block_ids).view(run.num_rows, -1, width)
-        torch.bmm(torch.softmax(scores, dim=-1), values, out=mixed[rows])
+        _attend_gathered(wide_q[rows], k_cache, v_cache, run.block_ids, run.padding[:, None], out=mixed[rows])
     return _own_heads(mixed, num_kv_heads, head_dim)
+
+
+def _attend_gathered(wide_q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_ids: torch.Tensor,
+                     excluded: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """wide_q [n, tokens * heads, kv_heads * dim] of n sequences against their gathered blocks
+    (`block_ids` [n * width]); `excluded` [n, tokens, 1, positions] masks keys per query token."""
+    n, _, width = wide_q.shape
+    keys = k_cache.index_select(0, block_ids).view(n, -1, width)
+    scores = torch.bmm(wide_q, keys.transpose(1, 2))
+    scores.view(n, excluded.shape[1], -1, scores.shape[-1]).masked_fill_(excluded, float("-inf"))
+    values = v_cache.index_select(0, block_ids).view(n, -1, width)
+    return torch.bmm(torch.softmax(scores, dim=-1), values, out=out)
 
 
 def _attend_prefill_run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, run: PrefillRun) -> torch.Tensor:
     """q [num_seqs * num_tokens, heads, dim] -> the same shape; heads widened as for decodes, each
     sequence's token rows against its gathered keys."""
     num_heads, (num_kv_heads, head_dim) = q.shape[1], k_cache.shape[2:]
-    width, n = num_kv_heads * head_dim, run.num_seqs
-    wide_q = _widen_heads(q, num_kv_heads, head_dim**-0.5).view(n, run.num_tokens * num_heads, width)
-    keys = k_cache.index_select(0, run.block_ids).view(n, -1, width)
-    scores = torch.bmm(wide_q, keys.transpose(1, 2))
-    scores.view(n, run.num_tokens, num_heads, -1).masked_fill_(run.excluded, float("-inf"))
-    values = v_cache.index_select(0, run.block_ids).view(n, -1, width)
-    mixed = torch.bmm(torch.softmax(scores, dim=-1), values)
+    width = num_kv_heads * head_dim
+    wide_q = _widen_heads(q, num_kv_heads, head_dim**-0.5).view(run.num_seqs, run.num_tokens * num_heads, width)
+    mixed = _attend_gathered(wide_q, k_cache, v_cache, run.block_ids, run.excluded)
     return _own_heads(mixed.view(-1, num_heads, width), num_kv_heads, head_dim)
 
 

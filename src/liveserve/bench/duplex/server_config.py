@@ -66,7 +66,6 @@ def describe(raw: dict, source: Path) -> dict[str, Any]:
         "thinker_window": thinker.get("window"),
         "kv_num_blocks": kv.get("num_blocks"),
         "kv_block_size": kv.get("block_size"),
-        "admission_policy": (raw.get("admission") or {}).get("policy", "fixed"),
-        "admission": raw.get("admission") or {},
+        "admission": {"policy": "fixed", **(raw.get("admission") or {})},
         "max_sessions": raw["server"]["max_sessions"],
     }
