@@ -12,7 +12,6 @@ POOL="--kv-blocks 120"          # 4 unbounded sessions at 160 ms frames fill it 
 WINDOW="--window 96 --sinks 4"  # about 8 blocks per session
 BIG_POOL="--kv-blocks 1024"     # capacity runs: room for ~120 windowed sessions, an unbounded ramp fills it
 AIMD="--admission-set decrease_factor=0.95 --admission-set target=0.45 --admission-set latency_window_s=2"
-AIMD_F09="--admission-set decrease_factor=0.9 --admission-set target=0.45 --admission-set latency_window_s=2"
 mkdir -p "$OUT"
 
 run() {  # run NAME ARGS...: one bench run, its JSON and plots under $OUT
@@ -32,11 +31,11 @@ plateau() {  # windowed occupancy against N
   for n in 2 6 8; do run "window_n${n}" $SHORT --sessions "$n" --duration-s 30 $POOL $WINDOW; done
 }
 
-sweep() {  # fixed N, windowed: the largest N with p99 under half the frame budget and no stall
-  for n in ${SWEEP_N:-24 32 40 48 56 64 72}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 30 $WINDOW $BIG_POOL; done
-  for k in 2 3; do
-    for n in ${REPEAT_N:-32 40 48 56}; do run "sweep_n${n}_$k" $LONG --sessions "$n" --duration-s 30 $WINDOW $BIG_POOL; done
-  done
+sweep() {  # fixed N, windowed, 100 s per run: the largest N with p99 under half the frame budget and no stall.
+  # 100 s is the span a ramp's settled p99 is judged over (the last third of 300 s): the p99 of a longer
+  # run catches more of this VM's slow phases, so shorter sweep runs would judge N on an easier test.
+  for n in ${SWEEP_N:-36 40 44 48 52}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 100 $WINDOW $BIG_POOL; done
+  for n in ${REPEAT_N:-40 44 48}; do run "sweep_n${n}_2" $LONG --sessions "$n" --duration-s 100 $WINDOW $BIG_POOL; done
 }
 
 ramp() {  # sessions offered open-loop at 0.4/s under AIMD that never hang up, with and without windows
@@ -46,12 +45,8 @@ ramp() {  # sessions offered open-loop at 0.4/s under AIMD that never hang up, w
 
 turnover() {  # sessions offered at 1.2/s that hang up after 90 s (~108 would be live): AIMD settling
   local ramp="$LONG --ramp 1.2 --session-s 90 --duration-s 300 --admission aimd $WINDOW $BIG_POOL"
-  run ramp_turnover_window_f09_1 $ramp $AIMD_F09
-  run ramp_turnover_window_f09_2 $ramp $AIMD_F09
-  run ramp_turnover_window_default $ramp --admission-set decrease_factor=0.7 --admission-set target=0.5 \
-    --admission-set latency_window_s=3  # the former defaults
-  run ramp_turnover_window_1 $ramp $AIMD
-  run ramp_turnover_window_2 $ramp $AIMD
+  run ramp_turnover_window_1 $ramp  # the default AIMD settings (configs/tiny-omni-cpu.yaml)
+  run ramp_turnover_window_2 $ramp
 }
 
 for part in "${@:-window plateau sweep ramp turnover}"; do

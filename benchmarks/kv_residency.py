@@ -8,6 +8,7 @@ and off the critical path, the off-path share, peak device KV blocks (thinker an
 talker), evictions, preload outcomes and preemptions.
 
     .venv/bin/python benchmarks/kv_residency.py --rounds 2            # ~9 minutes
+    .venv/bin/python benchmarks/kv_residency.py --rounds 3 --first-round 6 --policies fcfs-lru,liveserve-fcfs
     .venv/bin/python benchmarks/kv_residency.py --report-only          # tables and plot from existing runs
 
 Results go to benchmarks/results/kv/ (<policy>-<round>.json, summary.md, kv_residency.png).
@@ -88,12 +89,14 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--first-round", type=int, default=1, help="number of the first round (earlier results stay)")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated presets, run in this order")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        for round_ in range(1, args.rounds + 1):
-            for policy in POLICIES:
+        for round_ in range(args.first_round, args.first_round + args.rounds):
+            for policy in args.policies.split(","):
                 run(policy, round_)
     rows = [row(path) for path in sorted(OUT.glob("*-[0-9]*.json"))]
     if not rows:
