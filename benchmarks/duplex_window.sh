@@ -34,8 +34,8 @@ plateau() {  # windowed occupancy against N
 sweep() {  # fixed N, windowed, 100 s per run: the largest N with p99 under half the frame budget and no stall.
   # 100 s is the span a ramp's settled p99 is judged over (the last third of 300 s): the p99 of a longer
   # run catches more of this VM's slow phases, so shorter sweep runs would judge N on an easier test.
-  for n in ${SWEEP_N:-36 40 44 48 52}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 100 $WINDOW $BIG_POOL; done
-  for n in ${REPEAT_N:-40 44 48}; do run "sweep_n${n}_2" $LONG --sessions "$n" --duration-s 100 $WINDOW $BIG_POOL; done
+  for n in ${SWEEP_N:-24 28 32 36 40}; do run "sweep_n${n}" $LONG --sessions "$n" --duration-s 100 $WINDOW $BIG_POOL; done
+  for n in ${REPEAT_N:-28 32 36}; do run "sweep_n${n}_2" $LONG --sessions "$n" --duration-s 100 $WINDOW $BIG_POOL; done
 }
 
 ramp() {  # sessions offered open-loop at 0.4/s under AIMD that never hang up, with and without windows
