@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from stages.models.packed_linear import PackedLinear, pack_linears
 
 
-@pytest.mark.parametrize("rows", [1, 2, 7, 8, 64, 300])
+@pytest.mark.parametrize("rows", [0, 1, 2, 7, 8, 64, 300])
 @pytest.mark.parametrize("bias", [False, True])
 def test_packed_equals_plain_linear(rows, bias):
     torch.manual_seed(rows)
