@@ -27,6 +27,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from liveserve.bench.replay.presets import PRESETS  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "kv"
 POLICIES = ("fcfs-lru", "liveserve-fcfs", "liveserve")
@@ -93,10 +95,16 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated presets, run in this order")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
+    policies = args.policies.split(",")
+    unknown = [name for name in policies if name not in PRESETS]
+    if unknown:
+        parser.error(f"--policies: unknown preset(s) {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
+    if args.rounds < 1 or args.first_round < 1:
+        parser.error("--rounds and --first-round must be at least 1")
     OUT.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         for round_ in range(args.first_round, args.first_round + args.rounds):
-            for policy in args.policies.split(","):
+            for policy in policies:
                 run(policy, round_)
     rows = [row(path) for path in sorted(OUT.glob("*-[0-9]*.json"))]
     if not rows:
