@@ -2,8 +2,9 @@
 
 A thinker stage (KV pool of 16-token blocks, default budgets: 512 tokens, 64
 sequences) holds 256 decoding requests, all ready every round, with playback
-telemetry of every kind: 32 at risk (U0), 48 waiting for first audio (U1), 144
-buffered (U2), 24 past P_max (held), 8 without telemetry (fallbacks). A first
+telemetry of every kind: 32 at risk (U0), 48 waiting for first audio (U1), 96
+buffered under P_yield (U2), 48 buffered past P_yield (yielded, as U1 listeners
+wait), 24 past P_max (held), 8 without telemetry (fallbacks). A first
 round with room for everyone prefills all of them, so every request holds KV (the
 utility looks up each one's blocks); then 64 of them decode per round. The clock
 stands still, so the mix stays put. Measured per round, over `--rounds` rounds
@@ -35,7 +36,7 @@ from stages.requests import ThinkerRequest, TurnInput
 from stages.scheduler import Scheduler
 
 NUM_REQUESTS = 256
-MIX = {"u0": 32, "u1": 48, "u2": 144, "held": 24, "fallback": 8}
+MIX = {"u0": 32, "u1": 48, "u2": 96, "yielded": 48, "held": 24, "fallback": 8}
 PROMPT_TOKENS = 32
 
 
@@ -54,8 +55,9 @@ def telemetry(rng: random.Random) -> dict[str, PlaybackState]:
     draw = {
         "u0": lambda: PlaybackState(True, rng.uniform(0.0, 0.3), rng.uniform(0.0, 100.0)),
         "u1": lambda: PlaybackState(False, 0.0, rng.uniform(0.0, 200.0)),
-        "u2": lambda: PlaybackState(True, rng.uniform(0.5, 2.5), rng.uniform(0.0, 1000.0)),
-        "held": lambda: PlaybackState(True, rng.uniform(4.0, 8.0), 0.0),
+        "u2": lambda: PlaybackState(True, rng.uniform(0.45, 0.75), rng.uniform(0.0, 200.0)),
+        "yielded": lambda: PlaybackState(True, rng.uniform(1.0, 1.5), rng.uniform(0.0, 400.0)),
+        "held": lambda: PlaybackState(True, rng.uniform(2.0, 8.0), 0.0),
     }
     kinds = [kind for kind, count in MIX.items() for _ in range(count)]
     rng.shuffle(kinds)

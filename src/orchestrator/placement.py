@@ -11,6 +11,7 @@ from stages.engine import StageStatus
 from stages.factory import StageSpec, build_engine
 from stages.interaction import InteractionView
 from stages.plan import StageOutput
+from stages.shared_device import SharedDevice
 
 OutputSink = Callable[[str, list[StageOutput]], None]
 
@@ -45,15 +46,16 @@ class Placement(ABC):
 
 
 class LocalPlacement(Placement):
-    """Each stage engine runs its loop on its own thread in this process."""
+    """Each stage engine runs its loop on its own thread in this process; as they compute on
+    one device, they share one `SharedDevice` board."""
 
     def __init__(self) -> None:
         self._engines = []
 
     def start(self, specs, sink, clock, view=None):
-        handles = {}
+        handles, device = {}, SharedDevice()
         for spec in specs:
-            engine = build_engine(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view)
+            engine = build_engine(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, device)
             engine.start()
             self._engines.append(engine)
             handles[spec.kind] = engine

@@ -13,16 +13,19 @@ class SchedulerConfig:
     """Per-round budgets of one stage's scheduler, the ordering policy's name and its knobs.
 
     The `urgency` policy reads the rest (`fcfs` ignores them): playback buffers at or
-    below `p_safe_ms` are at risk; at or above `p_max_ms` (may be .inf: never) the
-    request is held while other work is ready; `alpha` weighs barge-in exposure and
-    `beta` KV-pressure relief in the utility that orders the remaining requests.
+    below `p_safe_ms` are at risk; at or above `p_yield_ms` (may be .inf: never) the
+    request is held while a listener waits for first audio or is at risk at any stage
+    on the same device; at or above `p_max_ms` (may be .inf: never) it is held until
+    playback brings it back under; `alpha` weighs barge-in exposure and `beta` KV-pressure
+    relief in the utility that orders the remaining requests.
     """
 
     policy: str = "fcfs"
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 512
     p_safe_ms: float = 400.0
-    p_max_ms: float = 4000.0
+    p_max_ms: float = 2000.0
+    p_yield_ms: float = 1000.0
     alpha: float = 1.0
     beta: float = 0.25
 
@@ -31,7 +34,8 @@ class SchedulerConfig:
 
         require_positive_ints(self, "max_num_seqs", "max_num_batched_tokens")
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
-        require_number(self, "p_max_ms", lambda v: v > self.p_safe_ms, f"a number > p_safe_ms ({self.p_safe_ms})")
+        for name in ("p_max_ms", "p_yield_ms"):
+            require_number(self, name, lambda v: v > self.p_safe_ms, f"a number > p_safe_ms ({self.p_safe_ms})")
         for name in ("alpha", "beta"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
         if self.policy not in policy_names():

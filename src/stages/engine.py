@@ -16,6 +16,7 @@ from stages.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
+HELD_WAIT_S = 0.005  # ready work all held (yielding the device): look again this soon unless a command comes
 
 
 @dataclass(frozen=True)
@@ -181,8 +182,8 @@ class StageEngine:
             outputs = self.step()
             if outputs:
                 self.emit(outputs)
-            elif self.stats.last_batch_size == 0 and self.scheduler.is_waiting_on_kv:
-                self._apply_commands(wait_s=IDLE_WAIT_S)  # ready work waits for KV transfers: sleep until one ends
+            elif self.stats.last_batch_size == 0:  # ready work planned nothing: KV transfers or held work
+                self._apply_commands(wait_s=IDLE_WAIT_S if self.scheduler.is_waiting_on_kv else HELD_WAIT_S)
 
     def _mark_idle(self) -> bool:
         """True (and idle is recorded) when no command is queued and nothing is ready."""

@@ -28,6 +28,7 @@ from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
 from stages.runners.vocoder import VocoderRunner
 from stages.scheduler import Scheduler
+from stages.shared_device import SharedDevice
 from stages.validation import require_number, require_positive_ints
 
 log = logging.getLogger(__name__)
@@ -136,8 +137,9 @@ def decoder_of(spec: StageSpec) -> DecoderConfig:
 
 
 def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
-                 view: InteractionView | None = None) -> StageEngine:
-    """The stage's engine; its scheduler reads playback telemetry from `view` (None: none)."""
+                 view: InteractionView | None = None, device: SharedDevice | None = None) -> StageEngine:
+    """The stage's engine; its scheduler reads playback telemetry from `view` (None: none) and shares
+    `device` (None: no one) with the other stages computing there."""
     model = build_model(spec)
     engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
     kv = residency = None
@@ -157,6 +159,6 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
         runner = runner(model)
     else:
         runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
-    scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, spec.window)
+    scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, spec.window, device)
     engines.append(StageEngine(spec.name, scheduler, runner, emit))
     return engines[0]

@@ -11,13 +11,15 @@ from stages.kv_residency import KVResidency
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan, StageOutput
 from stages.policies import make_policy
 from stages.requests.base import RequestStatus, StageRequest
+from stages.shared_device import SharedDevice
 
 
 class Scheduler:
     """Decides each round which positions of which requests run.
 
     A round stamps `ready_since` on requests that just got pending work, asks the
-    policy which ready requests to serve and in what order (it may hold some back),
+    policy which ready requests to serve and in what order (it may hold some back, or
+    all of them while another stage on its `device` has a listener waiting),
     and walks that order giving each as many pending positions as the token budget
     allows (long prefills are chunked) until `max_num_batched_tokens` or
     `max_num_seqs` is reached; the order alone decides whether admitted (RUNNING)
@@ -42,12 +44,12 @@ class Scheduler:
 
     def __init__(self, config: SchedulerConfig, kv: KVCacheManager | None, clock: Callable[[], float],
                  view: InteractionView | None = None, residency: KVResidency | None = None,
-                 window: WindowSpec | None = None) -> None:
+                 window: WindowSpec | None = None, device: SharedDevice | None = None) -> None:
         self.config = config
         self.kv = kv
         self.window = window
         self.clock = clock
-        self.policy = make_policy(config, view, kv)
+        self.policy = make_policy(config, view, kv, device)
         self.residency = residency or (KVResidency(kv, view, preload=False, protect_speaking=False) if kv else None)
         self.requests: dict[str, StageRequest] = {}
         self._outputs: list[StageOutput] = []
@@ -113,9 +115,9 @@ class Scheduler:
         ready = self._scan(now)
         if self.residency is not None:
             self.residency.sweep(self._dormant, now)
-        if not ready:
-            return plan
         ordered = self.policy.order(ready, now)
+        if not ordered:
+            return plan
         budget = self.config.max_num_batched_tokens
         running = RequestStatus.RUNNING
         self._growth = sum(r.status is running for r in ordered)

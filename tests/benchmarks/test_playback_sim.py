@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from playback_sim import Reply, Simulation, SessionPlan, StageModel, Turn, Workload
 from urgency_alpha_beta import setting_key, summarize
@@ -66,7 +68,9 @@ def test_scaling_alpha_and_beta_together_runs_the_same_policy():
     sessions = [SessionPlan(f"s{i}", 0.3 * i, (Turn(30, 40, 0.5, barge_at=0.5 if i % 3 == 0 else None),
                                                Turn(20, 25, 0.5))) for i in range(12)]
     stage = StageModel(max_num_seqs=4, kv_blocks=40)  # overloaded, and short of KV
-    runs = [summarize(Simulation(sessions, Workload(), stage, SchedulerConfig(policy="urgency", alpha=a, beta=b))
-                      .run()) for a, b in ((1.0, 1.0), (4.0, 4.0), (1.0, 0.25))]
+    # Nothing yields and little is held, so U2 is long enough for its order to matter.
+    configs = [SchedulerConfig(policy="urgency", alpha=a, beta=b, p_yield_ms=math.inf, p_max_ms=math.inf)
+               for a, b in ((1.0, 1.0), (4.0, 4.0), (1.0, 0.25))]
+    runs = [summarize(Simulation(sessions, Workload(), stage, config).run()) for config in configs]
     assert runs[0] == runs[1] and runs[2] != runs[0]  # the same ratio, the same run; another ratio, another
     assert runs[0]["preemptions"] > 0 and runs[0]["underrun_pct"] > 0

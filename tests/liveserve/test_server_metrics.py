@@ -20,7 +20,7 @@ def playing(buffer_ms: float) -> PlaybackState:
 
 
 class FixedView(InteractionView):
-    """Playback states that never change (the clock stands at 0); unknown ids have none."""
+    """Playback states a test sets (the clock stands at 0); unknown ids have none."""
 
     def __init__(self, states: dict[str, PlaybackState]) -> None:
         self.states = states
@@ -34,12 +34,16 @@ def thinker_engine(name: str, policy: str, view: InteractionView):
     return build_engine(spec, lambda outputs: None, lambda: 0.0, view)
 
 
+def submit_turn(engine, request_id: str, arrival: float) -> None:
+    request = ThinkerRequest(request_id, arrival, stop_ids=frozenset(), max_position=DECODER.max_position)
+    request.append(TurnInput([1 + int(arrival), 2, 3], sampling=SamplingParams(temperature=0.0, max_tokens=2,
+                                                                                ignore_eos=True)), close=True)
+    engine.submit(AddRequest(request))
+
+
 def run_to_completion(engine, request_ids: list[str]) -> None:
     for i, request_id in enumerate(request_ids):
-        request = ThinkerRequest(request_id, float(i), stop_ids=frozenset(), max_position=DECODER.max_position)
-        request.append(TurnInput([1 + i, 2, 3], sampling=SamplingParams(temperature=0.0, max_tokens=2,
-                                                                           ignore_eos=True)), close=True)
-        engine.submit(AddRequest(request))
+        submit_turn(engine, request_id, float(i))
     for _ in range(20):
         engine.step()
         if not engine.scheduler.requests:
@@ -48,16 +52,21 @@ def run_to_completion(engine, request_ids: list[str]) -> None:
 
 
 def test_scheduler_counters_are_exported_per_stage_and_class():
-    # One request per urgency class: at risk (u0), waiting for first audio (u1), buffered (u2),
-    # past p_max (held while the others run, then served alone: held_served), no telemetry (fallbacks).
-    view = FixedView({"risk": playing(100.0), "first": PlaybackState(False, 0.0), "mid": playing(1000.0),
-                      "far": playing(5000.0)})
+    # One request per urgency class: at risk (u0), waiting for first audio (u1), buffered (u2), buffered
+    # past p_yield (yielded while the others wait), no telemetry (fallbacks); then one past p_max (held
+    # until its playback catches up).
+    view = FixedView({"risk": playing(100.0), "first": PlaybackState(False, 0.0), "mid": playing(500.0),
+                      "ahead": playing(1500.0), "far": playing(5000.0)})
     urgency = thinker_engine("thinker", "urgency", view)
     fcfs = thinker_engine("talker", "fcfs", view)
-    run_to_completion(urgency, ["risk", "first", "mid", "far", "blind"])
+    run_to_completion(urgency, ["risk", "first", "mid", "ahead", "blind"])
+    submit_turn(urgency, "far", 9.0)
+    urgency.step()
+    view.states["far"] = playing(1000.0)
+    run_to_completion(urgency, [])
     run_to_completion(fcfs, ["a", "b"])
     counters = urgency.status().policy_counters
-    assert all(counters[name] > 0 for name in ("rounds", "u0", "u1", "u2", "fallbacks", "held", "held_served"))
+    assert all(counters[name] > 0 for name in ("rounds", "u0", "u1", "u2", "fallbacks", "held", "yielded"))
 
     text = ServerMetrics(lambda: [urgency.status(), fcfs.status()]).render().decode()
     samples = parse_metrics(text)

@@ -11,6 +11,8 @@ from stages.factory import KVSpec, StageSpec, build_engine
 from stages.interaction import InteractionView, PlaybackState
 from stages.models.decoder_config import DecoderConfig
 from stages.policies import make_policy
+from stages.scheduler import Scheduler
+from stages.shared_device import SharedDevice
 from stages.requests import RequestStatus, TurnInput
 
 NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
@@ -54,6 +56,8 @@ def ids(requests) -> list[str]:
     ("p_safe_ms", True, "p_safe_ms must be a finite number > 0, got True"),
     ("p_max_ms", 400, "p_max_ms must be a number > p_safe_ms (400.0), got 400"),
     ("p_max_ms", math.nan, "p_max_ms must be a number > p_safe_ms (400.0), got nan"),
+    ("p_yield_ms", 399, "p_yield_ms must be a number > p_safe_ms (400.0), got 399"),
+    ("p_yield_ms", "1s", "p_yield_ms must be a number > p_safe_ms (400.0), got '1s'"),
     ("alpha", -0.5, "alpha must be a finite number >= 0, got -0.5"),
     ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
@@ -66,7 +70,8 @@ def test_urgency_parameters_are_validated_by_name(field, value, message):
 
 def test_urgency_parameter_defaults_and_fcfs_accepts_them():
     config = SchedulerConfig()
-    assert (config.p_safe_ms, config.p_max_ms, config.alpha, config.beta) == (400.0, 4000.0, 1.0, 0.25)
+    assert (config.p_safe_ms, config.p_yield_ms, config.p_max_ms) == (400.0, 1000.0, 2000.0)
+    assert (config.alpha, config.beta) == (1.0, 0.25)
     assert SchedulerConfig(policy="fcfs", p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     with pytest.raises(ValueError, match="unknown scheduling policy 'edf'; choose from \\['fcfs', 'urgency'\\]"):
         SchedulerConfig(policy="edf")
@@ -77,14 +82,15 @@ def test_urgency_parameter_defaults_and_fcfs_accepts_them():
 def test_classes_split_at_p_safe_and_the_started_flag():
     view = FakeView(at_safe=playing(400.0), above_safe=playing(400.5), empty=playing(0.0),
                     waiting=PlaybackState(started=False, drained_at=0.0, queued_ms=0.0),
-                    long=playing(3999.0), past_max=playing(4000.0))
+                    long=playing(1999.0), past_max=playing(2000.0))
     policy = urgency(view)
     requests = [ready(rid, float(i), since=0.0) for i, rid in
                 enumerate(["past_max", "long", "above_safe", "waiting", "at_safe", "empty"])]
-    # U0 by smallest P (empty 0 ms, at_safe 400 ms), U1 (waiting), U2 by utility (smaller excess first);
-    # past_max (P = p_max) is held while others are served.
-    assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe", "long"]
-    assert policy.counters == {"rounds": 1, "u0": 2, "u1": 1, "u2": 2, "fallbacks": 0, "held": 1, "held_served": 0}
+    # U0 by smallest P (empty 0 ms, at_safe 400 ms), U1 (waiting), U2 (above_safe); past_max (P = p_max)
+    # is held while others are served, and long (P >= p_yield) yields while a listener waits.
+    assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe"]
+    assert policy.counters == {
+        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "held": 1, "yielded": 1}
 
 
 def test_u1_goes_by_ready_age_not_by_arrival():
@@ -96,11 +102,11 @@ def test_u1_goes_by_ready_age_not_by_arrival():
 
 
 def test_a_draining_buffer_moves_a_reply_from_u2_to_u0():
-    view = FakeView(r=PlaybackState(started=True, drained_at=2.0), w=NOT_STARTED)
+    view = FakeView(r=PlaybackState(started=True, drained_at=0.9), w=NOT_STARTED)
     policy = urgency(view)
     requests = [ready("w", 0.0, since=0.0), ready("r", 1.0, since=0.0)]
-    assert ids(policy.order(requests, now=0.0)) == ["w", "r"]  # P = 2000 ms: U2, after first audio
-    assert ids(policy.order(requests, now=1.7)) == ["r", "w"]  # P = 300 ms <= 400: at risk, first
+    assert ids(policy.order(requests, now=0.0)) == ["w", "r"]  # P = 900 ms: U2, after first audio
+    assert ids(policy.order(requests, now=0.6)) == ["r", "w"]  # P = 300 ms <= 400: at risk, first
     assert policy.counters["u0"] == 1 and policy.counters["u2"] == 1 and policy.counters["u1"] == 2
 
 
@@ -126,21 +132,23 @@ def test_u2_goes_by_utility_of_kv_relief_against_exposure(alpha, beta, expected)
     kv = make_kv(10)  # blocks of 4 tokens
     kv.reserve("a", 16)
     kv.reserve("b", 4)
-    policy = urgency(FakeView(a=playing(2000.0), b=playing(600.0), c=playing(440.0)), kv, alpha=alpha, beta=beta)
+    policy = urgency(FakeView(a=playing(2000.0), b=playing(600.0), c=playing(440.0)), kv, alpha=alpha, beta=beta,
+                     p_max_ms=4000.0)
     requests = [ready(rid, 0.0, since=0.0) for rid in ("a", "b", "c")]
     requests[0].status = requests[1].status = RequestStatus.RUNNING  # admitted: they hold their KV; c waits
     assert ids(policy.order(requests, now=0.0)) == expected
 
 
 def test_without_kv_u2_goes_by_buffer_alone():
-    policy = urgency(FakeView(a=playing(2000.0), b=playing(600.0), c=playing(440.0)), kv=None, beta=100.0)
+    policy = urgency(FakeView(a=playing(2000.0), b=playing(600.0), c=playing(440.0)), kv=None, beta=100.0,
+                     p_max_ms=4000.0)
     assert ids(policy.order([ready(rid, 0.0, since=0.0) for rid in ("a", "b", "c")], now=0.0)) == ["c", "b", "a"]
 
 
 # ---------------------------------------------------------------- fail closed
 
 def test_requests_without_telemetry_are_ordered_by_ready_age_among_u1_and_counted():
-    view = FakeView(y=NOT_STARTED, z=NOT_STARTED, w=playing(1000.0), r=playing(100.0))
+    view = FakeView(y=NOT_STARTED, z=NOT_STARTED, w=playing(900.0), r=playing(100.0))
     policy = urgency(view)
     requests = [ready("w", 0.0, since=0.0), ready("y", 0.0, since=2.0), ready("x", 0.0, since=1.0),
                 ready("z", 0.0, since=0.5), ready("r", 0.0, since=0.0)]
@@ -154,7 +162,8 @@ def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
     requests = [ready("late", 0.0, since=4.0), ready("early", 9.0, since=1.0), ready("mid", 5.0, since=2.0)]
     assert ids(policy.order(requests, now=5.0)) == ["early", "mid", "late"]
     assert ids(policy.order(requests, now=6.0)) == ["early", "mid", "late"]
-    assert policy.counters == {"rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "held_served": 0}
+    assert policy.counters == {
+        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "yielded": 0}
 
 
 # ---------------------------------------------------------------- the scheduler under urgency and fcfs
@@ -164,7 +173,7 @@ def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
     ("fcfs", [("a", 0, 6), ("b", 0, 2)]),     # by arrival: the listener still waiting for audio gets nothing
 ])
 def test_first_audio_goes_ahead_of_long_buffers_under_a_tight_token_budget(policy, expected):
-    view = FakeView(a=playing(3000.0), b=playing(2000.0), c=NOT_STARTED)
+    view = FakeView(a=playing(900.0), b=playing(700.0), c=NOT_STARTED)  # buffers under p_yield: not yielding
     scheduler, runner, _ = make_scheduler(max_tokens=8, view=view, policy=policy)
     for i, rid in enumerate("abc"):
         scheduler.add(thinker(rid, float(i), [i + 1] * 6, max_tokens=3))
@@ -190,7 +199,7 @@ def test_max_num_seqs_admits_the_most_urgent_and_the_rest_wait(policy, expected)
     ("fcfs", [("a", 2, 1), ("b", 2, 1)]),     # running first: c waits for a seat
 ])
 def test_a_waiting_first_audio_request_and_running_long_buffers(policy, expected):
-    view = FakeView(a=playing(3000.0), b=playing(2500.0))
+    view = FakeView(a=playing(900.0), b=playing(700.0))  # buffers under p_yield: not yielding to c
     scheduler, runner, _ = make_scheduler(max_tokens=4, max_seqs=2, view=view, policy=policy)
     scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=20))
     scheduler.add(thinker("b", 1.0, [3, 4], max_tokens=20))
@@ -204,7 +213,7 @@ def test_a_waiting_first_audio_request_and_running_long_buffers(policy, expected
 
 def test_a_new_first_audio_request_leaves_running_replies_room_to_decode():
     # 4 blocks of 4. a, b: 4-token prompts that decode into a second block next; c: new, 3 tokens.
-    view = FakeView(a=playing(1000.0), b=playing(1200.0))
+    view = FakeView(a=playing(600.0), b=playing(800.0))
     scheduler, runner, kv = make_scheduler(num_blocks=4, view=view, policy="urgency")
     scheduler.add(thinker("a", 0.0, [1, 2, 3], max_tokens=9))
     scheduler.add(thinker("b", 1.0, [4, 5, 6], max_tokens=9))
@@ -217,8 +226,8 @@ def test_a_new_first_audio_request_leaves_running_replies_room_to_decode():
     assert scheduler.requests["c"].status is RequestStatus.WAITING and scheduler.num_preemptions == 0
 
 
-def test_a_request_past_p_max_is_held_while_others_are_ready_and_served_when_alone():
-    view = FakeView(a=playing(5000.0), b=NOT_STARTED)
+def test_a_request_past_p_max_is_held_even_alone_until_playback_catches_up():
+    view = FakeView(a=playing(2500.0), b=NOT_STARTED)
     scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
     scheduler.add(thinker("a", 0.0, [1, 2, 3], max_tokens=2))
     scheduler.add(thinker("b", 1.0, [4, 5, 6], max_tokens=2))
@@ -226,14 +235,17 @@ def test_a_request_past_p_max_is_held_while_others_are_ready_and_served_when_alo
     assert chunks_of(plan) == [("b", 0, 3)] and scheduler.requests["a"].status is RequestStatus.WAITING
     plan, _ = step(scheduler, runner)  # b decodes its last token and finishes; a still held
     assert chunks_of(plan) == [("b", 3, 1)] and "b" not in scheduler.requests
-    plan, _ = step(scheduler, runner)  # a is alone: served rather than leaving the stage idle
-    assert chunks_of(plan) == [("a", 0, 3)] and kv.num_blocks_held("a") == 1
-    assert scheduler.policy.counters["held"] == 2 and scheduler.policy.counters["held_served"] == 1
+    plan, _ = step(scheduler, runner)  # a alone: the stage idles rather than run further ahead
+    assert plan.chunks == [] and kv.num_blocks_held("a") == 0
+    view.states["a"] = playing(1900.0)  # playback brought it back under p_max_ms
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == [("a", 0, 3)]
+    assert scheduler.policy.counters["held"] == 3
 
 
 def test_a_held_running_request_is_the_first_active_victim():
     # 5 blocks of 4. a, b: 8-token prompts (2 blocks each); c: a 4-token prompt (1 block).
-    view = FakeView(a=NOT_STARTED, b=NOT_STARTED, c=playing(1000.0))
+    view = FakeView(a=NOT_STARTED, b=NOT_STARTED, c=playing(900.0))
     scheduler, runner, kv = make_scheduler(num_blocks=5, view=view, policy="urgency")
     for rid, arrival, prompt in (("a", 0.0, [1] * 8), ("b", 1.0, [2] * 8), ("c", 2.0, [3] * 4)):
         scheduler.add(thinker(rid, arrival, prompt, max_tokens=5))
@@ -258,7 +270,7 @@ def test_a_held_request_keeps_its_kv_while_held():
         plan, _ = step(scheduler, runner)
         assert [c.request.request_id for c in plan.chunks] == ["b"]
         assert kv.num_blocks_held("a") == 2 and scheduler.requests["a"].num_computed == 6
-    view.states["a"] = playing(3500.0)  # back under p_max: served again from where it was
+    view.states["a"] = playing(900.0)  # back under p_max and p_yield (b's listener still waits): served again
     plan, _ = step(scheduler, runner)
     assert ("a", 6, 1) in chunks_of(plan)
 
@@ -286,6 +298,60 @@ def test_ready_age_restarts_when_a_resident_request_gets_a_new_turn(policy, expe
 
 # ---------------------------------------------------------------- exposure and plumbing
 
+# ---------------------------------------------------------------- yielding to a waiting listener
+
+def test_a_waiting_listener_makes_work_buffered_past_p_yield_sit_out():
+    view = FakeView(w=NOT_STARTED, near=playing(999.0), far=playing(1000.0), past_max=playing(2000.0))
+    policy = urgency(view)
+    requests = [ready(rid, 0.0, since=0.0) for rid in ("far", "past_max", "near", "w")]
+    assert ids(policy.order(requests, now=0.0)) == ["w", "near"]
+    assert policy.counters["yielded"] == 1 and policy.counters["held"] == 1
+    view.states["w"] = playing(1500.0)  # first audio reached w's listener: nobody waits, far is served again
+    assert ids(policy.order(requests, now=0.0)) == ["near", "far", "w"]
+    assert policy.counters["yielded"] == 1 and policy.counters["held"] == 2
+
+
+def test_p_yield_inf_never_yields():
+    view = FakeView(w=NOT_STARTED, far=playing(1500.0))
+    requests = [ready("far", 0.0, since=0.0), ready("w", 0.0, since=0.0)]
+    assert ids(urgency(view, p_yield_ms=math.inf).order(requests, now=0.0)) == ["w", "far"]
+
+
+def test_stages_sharing_a_device_yield_to_a_listener_waiting_at_another():
+    device = SharedDevice()
+    view = FakeView(new=NOT_STARTED, far=playing(1500.0), near=playing(700.0))
+    thinker_policy = make_policy(SchedulerConfig(policy="urgency"), view, None, device)
+    talker_policy = make_policy(SchedulerConfig(policy="urgency"), view, None, device)
+    far, near = ready("far", 0.0, since=0.0), ready("near", 0.0, since=0.0)
+    assert ids(talker_policy.order([far], now=0.0)) == ["far"]  # nobody waits: served
+    thinker_policy.order([ready("new", 0.0, since=0.0)], now=0.0)  # the thinker has a new listener waiting
+    assert talker_policy.order([far], now=0.0) == []  # the talker idles rather than run 1.5 s ahead
+    assert ids(talker_policy.order([far, near], now=0.0)) == ["near"]  # under p_yield: still served
+    thinker_policy.order([], now=0.0)  # the thinker's work for it is done
+    assert ids(talker_policy.order([far, near], now=0.0)) == ["near", "far"]
+    assert talker_policy.counters["yielded"] == 2
+
+
+def test_requests_without_telemetry_make_no_stage_yield():
+    device = SharedDevice()
+    encoder = make_policy(SchedulerConfig(policy="urgency"), None, None, device)
+    talker = make_policy(SchedulerConfig(policy="urgency"), FakeView(far=playing(1500.0)), None, device)
+    encoder.order([ready("audio-in", 0.0, since=0.0)], now=0.0)
+    assert ids(talker.order([ready("far", 0.0, since=0.0)], now=0.0)) == ["far"]
+
+
+@pytest.mark.parametrize("policy, expected", [("urgency", []), ("fcfs", [("far", 0, 3)])])
+def test_a_scheduler_yielding_its_device_plans_nothing_and_keeps_its_requests(policy, expected):
+    device = SharedDevice()
+    view = FakeView(far=playing(1500.0), new=NOT_STARTED)
+    make_policy(SchedulerConfig(policy="urgency"), view, None, device).order([ready("new", 0.0, since=0.0)], now=0.0)
+    kv = make_kv(32)
+    scheduler = Scheduler(SchedulerConfig(policy=policy), kv, FakeClock(), view, device=device)
+    scheduler.add(thinker("far", 0.0, [1, 2, 3], max_tokens=2))
+    plan = scheduler.schedule()
+    assert chunks_of(plan) == expected and "far" in scheduler.requests
+
+
 def test_stage_status_exposes_the_policy_counters():
     view = FakeView(a=NOT_STARTED, b=playing(100.0))
     scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
@@ -296,7 +362,7 @@ def test_stage_status_exposes_the_policy_counters():
     engine.step()
     engine.step()  # nothing is ready: no round for the policy
     assert engine.status().policy_counters == {
-        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "held_served": 0}
+        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "yielded": 0}
     fcfs, fcfs_runner, _ = make_scheduler()
     assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
 

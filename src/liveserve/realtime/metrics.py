@@ -61,8 +61,8 @@ class SchedulerCollector(Collector):
                                      labels=["stage"])
         requests = CounterMetricFamily(
             "liveserve_scheduler_requests", "Ready requests per policy class, summed over rounds (urgency: u0 "
-            "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, held past p_max "
-            "while others ran, held_served past p_max and served as nothing else was ready)",
+            "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, held past p_max, "
+            "yielded past p_yield while a listener waited at a stage on the same device)",
             labels=["stage", "class"])
         for s in self.statuses():
             for name, value in s.policy_counters.items():

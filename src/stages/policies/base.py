@@ -12,24 +12,28 @@ if TYPE_CHECKING:
     from kvtier import KVCacheManager
     from stages.config import SchedulerConfig
     from stages.interaction import InteractionView
+    from stages.shared_device import SharedDevice
 
 
 class SchedulingPolicy(ABC):
     """Chooses, every round, which ready requests one stage serves and in what order.
 
     A policy is built once per scheduler with what it may consult: the stage's
-    `SchedulerConfig`, its `InteractionView` (None: no playback telemetry) and its
-    `KVCacheManager` (None: a stage without KV).
+    `SchedulerConfig`, its `InteractionView` (None: no playback telemetry), its
+    `KVCacheManager` (None: a stage without KV) and the `SharedDevice` board of the
+    stages computing on its device (None: it shares the device with no one).
 
     Contract:
     - `order(requests, now)` gets the requests with pending work, each with
       `ready_since` set, and returns the ones to serve this round, most urgent
       first, each at most once, without mutating any. The scheduler admits in
       exactly this order while its budgets last, and preempts from the end of it.
+      It is called every round, with no requests when none is ready.
     - A request left out is *held*: it is not served this round, keeps its state
       (an admitted one keeps its KV, though it is the first active request to lose
-      it under preemption) and is offered again next round. A policy never holds
-      every request it is given: a stage with ready work never idles.
+      it under preemption) and is offered again next round. A policy holds every
+      request it is given only to leave its device to work another stage sharing it
+      has a listener waiting for: otherwise a stage with ready work never idles.
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:
@@ -38,10 +42,11 @@ class SchedulingPolicy(ABC):
     """
 
     def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
-                 kv: KVCacheManager | None = None) -> None:
+                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
         self.config = config
         self.view = view
         self.kv = kv
+        self.device = device
 
     @abstractmethod
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
@@ -52,7 +57,8 @@ class SchedulingPolicy(ABC):
         return {}
 
 
-PolicyFactory = Callable[["SchedulerConfig", "InteractionView | None", "KVCacheManager | None"], SchedulingPolicy]
+PolicyFactory = Callable[
+    ["SchedulerConfig", "InteractionView | None", "KVCacheManager | None", "SharedDevice | None"], SchedulingPolicy]
 _REGISTRY: dict[str, PolicyFactory] = {}
 
 
@@ -71,12 +77,12 @@ def _load() -> dict[str, PolicyFactory]:
 
 
 def make_policy(config: SchedulerConfig, view: InteractionView | None = None,
-                kv: KVCacheManager | None = None) -> SchedulingPolicy:
-    """The policy `config.policy` names, for a stage with this telemetry and KV."""
+                kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> SchedulingPolicy:
+    """The policy `config.policy` names, for a stage with this telemetry, KV and device."""
     registry = _load()
     if config.policy not in registry:
         raise ValueError(f"unknown scheduling policy {config.policy!r}; choose from {sorted(registry)}")
-    return registry[config.policy](config, view, kv)
+    return registry[config.policy](config, view, kv, device)
 
 
 def policy_names() -> list[str]:

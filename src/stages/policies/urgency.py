@@ -9,6 +9,7 @@ from stages.config import SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
 from stages.policies.base import SchedulingPolicy, register_policy
 from stages.requests.base import RequestStatus, StageRequest
+from stages.shared_device import SharedDevice
 
 
 def _no_telemetry(request_id: str) -> PlaybackState | None:
@@ -31,25 +32,33 @@ class UrgencyPolicy(SchedulingPolicy):
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
       (0 for a stage without KV): finishing big holders relieves memory pressure, and
       work far ahead of the listener is the most exposed to a barge-in.
-    - Held: started and P >= p_max_ms, left out while any request is served; when every
-      ready request is held, all of them are served, in U2 order.
+    - Held: started and P >= p_max_ms, never served, even when nothing else is ready:
+      generation stays within p_max_ms of what the listener hears, which is all a
+      barge-in can throw away. It resumes as playback brings P back under p_max_ms.
+    - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
+      telemetry) at this stage or at any stage sharing its device: left out so the
+      device computes what a listener waits for; buffered at least p_yield_ms >
+      p_safe_ms, it resumes as soon as nobody waits or its buffer drains under p_yield_ms.
     A reply that has not started is never held: its listener is waiting. Fail closed:
     a request without telemetry is ordered by ready age among U1, since waiting for
-    first audio is the one assumption that never starves a listener. Ties keep the
-    order given (the scheduler's: the order requests were added).
+    first audio is the one assumption that never starves a listener, but it makes no
+    one yield. Ties keep the order given (the scheduler's: the order requests were added).
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
-    `fallbacks` (no telemetry, ordered as U1), `held` (left out) and `held_served`
-    (past p_max_ms but served, as nothing else was ready).
+    `fallbacks` (no telemetry, ordered as U1), `held` and `yielded`.
     """
 
     def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
-                 kv: KVCacheManager | None = None) -> None:
-        super().__init__(config, view, kv)
+                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
+        super().__init__(config, view, kv, device)
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
-        self.num_fallbacks = self.num_held = self.num_held_served = 0
+        self.num_fallbacks = self.num_held = self.num_yielded = 0
+        self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
+        if not requests:
+            self._report(False)
+            return []
         config = self.config
         p_safe, p_max = config.p_safe_ms, config.p_max_ms
         exposure = config.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
@@ -58,8 +67,8 @@ class UrgencyPolicy(SchedulingPolicy):
         playback = self.view.playback if self.view is not None else _no_telemetry
         running = RequestStatus.RUNNING
         # Per class, parallel lists of float keys and requests: one cheap float sort each.
-        u0_keys, u0, u1_keys, u1, u2_keys, u2, held_keys, held = [], [], [], [], [], [], [], []
-        num_fallbacks = 0
+        u0_keys, u0, u1_keys, u1, u2_keys, u2, u2_buffers = [], [], [], [], [], [], []
+        num_fallbacks = num_held = 0
         for request in requests:
             state = playback(request.request_id)
             if state is None or not state.started:
@@ -73,34 +82,43 @@ class UrgencyPolicy(SchedulingPolicy):
                 u0_keys.append(buffer_ms)
                 u0.append(request)
                 continue
+            if buffer_ms >= p_max:
+                num_held += 1
+                continue
             cost = exposure * (buffer_ms - p_safe)  # -U, lowest first; buffer_ms > p_safe, so no max(0, .)
             if pressure and request.status is running:  # a WAITING request holds no KV
                 cost -= pressure * blocks_held(request.request_id)
-            if buffer_ms >= p_max:
-                held_keys.append(cost)
-                held.append(request)
-            else:
-                u2_keys.append(cost)
-                u2.append(request)
-        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(held))
-        if not (u0 or u1 or u2):  # everything is past p_max: serve it rather than idle
-            u2_keys, u2 = held_keys, held
+            u2_keys.append(cost)
+            u2.append(request)
+            u2_buffers.append(buffer_ms)
+        waiting_here = bool(u0) or len(u1) > num_fallbacks
+        self._report(waiting_here)
+        yielding = waiting_here or (self.device is not None and self.device.listener_waiting)
+        if yielding:
+            kept = [i for i, buffer_ms in enumerate(u2_buffers) if buffer_ms < config.p_yield_ms]
+            u2_keys, u2, num_yielded = [u2_keys[i] for i in kept], [u2[i] for i in kept], len(u2) - len(kept)
+        else:
+            num_yielded = 0
+        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, num_held, num_yielded)
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2)
 
-    def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_held: int) -> None:
+    def _report(self, waiting_here: bool) -> None:
+        if self._slot is not None:
+            self.device.report(self._slot, waiting_here)
+
+    def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_held: int,
+               num_yielded: int) -> None:
         self.num_rounds += 1
         self.num_u0 += num_u0
         self.num_u1 += num_u1
         self.num_u2 += num_u2
         self.num_fallbacks += num_fallbacks
-        if num_u0 + num_u1 + num_u2 + num_fallbacks:
-            self.num_held += num_held
-        else:
-            self.num_held_served += num_held
+        self.num_held += num_held
+        self.num_yielded += num_yielded
 
     @property
     def counters(self) -> dict[str, int]:
         return {
             "rounds": self.num_rounds, "u0": self.num_u0, "u1": self.num_u1, "u2": self.num_u2,
-            "fallbacks": self.num_fallbacks, "held": self.num_held, "held_served": self.num_held_served,
+            "fallbacks": self.num_fallbacks, "held": self.num_held, "yielded": self.num_yielded,
         }

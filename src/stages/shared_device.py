@@ -1,0 +1,30 @@
+"""Stages that compute on one device tell each other when a listener is waiting on their work."""
+
+from __future__ import annotations
+
+
+class SharedDevice:
+    """Whether any stage computing on this device serves a listener who is waiting: for first
+    audio, or with playback about to run dry (the urgency policy's U1 and U0).
+
+    Stages on one device (one process's CPU, one GPU) slow each other down, so work
+    far ahead of its listener at one stage delays the first audio another stage is
+    producing. Each stage's policy `join`s once and `report`s every round, a stage with
+    no ready work that nothing waits. One slot per stage, written only by its engine
+    thread and read by the others without a lock: a read may be one round stale.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: list[bool] = []
+
+    def join(self) -> int:
+        """A new slot for one stage's reports."""
+        self._waiting.append(False)
+        return len(self._waiting) - 1
+
+    def report(self, slot: int, waiting: bool) -> None:
+        self._waiting[slot] = waiting
+
+    @property
+    def listener_waiting(self) -> bool:
+        return True in self._waiting
