@@ -31,6 +31,16 @@ class ChunkStream(Generic[T]):
             self.num_released += 1
         return chunks
 
+    @property
+    def num_buffered(self) -> int:
+        """Items waiting for the next chunk to fill."""
+        return len(self._buffer)
+
+    def whole_chunks(self, num_more: int) -> int:
+        """How many of the buffered items and `num_more` items still to come leave in whole chunks."""
+        total, due = len(self._buffer) + num_more, self._due()
+        return 0 if total < due else due + (total - due) // self.sizes.chunk * self.sizes.chunk
+
     def close(self) -> list[T]:
         rest, self._buffer = self._buffer, []
         return rest

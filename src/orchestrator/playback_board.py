@@ -54,15 +54,18 @@ class PlaybackBoard(InteractionView):
         self._next_use.pop(request_id, None)
 
 
-def reply_states(started: bool, drained_at: float, frame_ms: float, frames_per_token: int,
-                 spoken_tokens: int, codec_frames: int, vocoded_frames: int) -> tuple[PlaybackState, ...]:
+def reply_states(started: bool, drained_at: float, frame_ms: float, queued_frames: int,
+                 chunked_frames: int) -> tuple[PlaybackState, ...]:
     """(thinker, talker, vocoder) states of one reply whose delivered audio runs out at `drained_at`.
 
-    The vocoder's buffer P is the delivered, unplayed audio; the talker's adds the
-    frames it produced that the vocoder has not turned into audio yet; the thinker's
-    adds the spoken tokens the talker has not voiced yet, at `frames_per_token`.
+    The vocoder's buffer P is the delivered, unplayed audio. The talker's adds the
+    `queued_frames` the vocoder holds and will turn into audio without more talker work;
+    frames the talker made that wait for their vocoder chunk to fill do not count, as
+    they play only once more talker work completes the chunk. The thinker's adds
+    `chunked_frames`: those frames and the frames of the text the talker has not voiced
+    yet, as far as they fill whole vocoder chunks (they need talker work, no more text).
     """
-    talker_queue_ms = max(0, codec_frames - vocoded_frames) * frame_ms
-    thinker_queue_ms = max(0, spoken_tokens * frames_per_token - vocoded_frames) * frame_ms
+    talker_queue_ms = queued_frames * frame_ms
+    thinker_queue_ms = (queued_frames + chunked_frames) * frame_ms
     return (PlaybackState(started, drained_at, thinker_queue_ms), PlaybackState(started, drained_at, talker_queue_ms),
             PlaybackState(started, drained_at, 0.0))

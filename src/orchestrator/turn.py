@@ -122,9 +122,10 @@ class Turn:
         """Tell the stages how far ahead of the user's playback each of this reply's requests is."""
         if self.is_done or not self.request.speak:
             return
-        u = self.usage
-        states = reply_states(*self._playback, self.orch.frame_ms, self.orch.frames_per_token,
-                              len(self._spoken), u.codec_frames, u.vocoder_frames)
+        u, to_vocoder = self.usage, self._to_vocoder
+        queued = max(0, u.codec_frames - to_vocoder.num_buffered - u.vocoder_frames)
+        unvoiced = max(0, len(self._spoken) * self.orch.frames_per_token - u.codec_frames)
+        states = reply_states(*self._playback, self.orch.frame_ms, queued, to_vocoder.whole_chunks(unvoiced))
         for request_id, state in zip((self.session.thinker_id, self.ids["talker"], self.ids["vocoder"]), states):
             self.orch.board.publish(request_id, state)
 

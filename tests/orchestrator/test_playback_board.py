@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
+from orchestrator.chunk_stream import ChunkStream
+from orchestrator.config import ChunkSizes, InteractionPriors
 from orchestrator.events import AudioDelta, TurnDone
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.config import InteractionPriors
 from orchestrator.next_use import NextUseEstimator
 from orchestrator.playback_board import NOT_STARTED, NextUseHint, PlaybackBoard, reply_states
 from orchestrator.turn import TurnRequest
@@ -16,15 +17,22 @@ from stages.interaction import PlaybackState
 
 
 def test_stage_aware_buffers_add_up_downstream_work():
-    # 80 ms frames, 3 frames per token: 10 spoken tokens, 24 codec frames, 16 vocoded
-    thinker, talker, vocoder = reply_states(True, 100.0, 80.0, 3, spoken_tokens=10, codec_frames=24,
-                                            vocoded_frames=16)
+    # 80 ms frames: 8 frames at the vocoder, and 16 more that fill whole vocoder chunks
+    thinker, talker, vocoder = reply_states(True, 100.0, 80.0, queued_frames=8, chunked_frames=16)
     assert vocoder == PlaybackState(True, 100.0, 0.0)
-    assert talker.queued_ms == pytest.approx((24 - 16) * 80)
-    assert thinker.queued_ms == pytest.approx((10 * 3 - 16) * 80)  # + 2 tokens the talker has not voiced
+    assert talker.queued_ms == pytest.approx(8 * 80)
+    assert thinker.queued_ms == pytest.approx((8 + 16) * 80)
     # P: delivered audio left at `now` plus what later stages hold
-    assert thinker.buffer_ms(99.5) == pytest.approx(500 + 14 * 80)
+    assert thinker.buffer_ms(99.5) == pytest.approx(500 + 24 * 80)
     assert vocoder.buffer_ms(101.0) == 0.0
+
+
+def test_only_whole_vocoder_chunks_count_as_audio_to_come():
+    stream = ChunkStream(ChunkSizes(first_chunk=4, chunk=16))
+    assert stream.whole_chunks(3) == 0 and stream.whole_chunks(4) == 4 and stream.whole_chunks(35) == 20
+    assert stream.push([0] * 6) == [[0] * 4] and stream.num_buffered == 2
+    # 2 buffered: 14 more fill the next 16-frame chunk; 13 leave it waiting for one more
+    assert stream.whole_chunks(13) == 0 and stream.whole_chunks(14) == 16 and stream.whole_chunks(46) == 48
 
 
 def test_board_lookups_and_withdrawal():
