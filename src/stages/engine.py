@@ -16,7 +16,7 @@ from stages.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
-HELD_WAIT_S = 0.005  # ready work all held (yielding the device): look again this soon unless a command comes
+HELD_WAIT_S = 0.005  # ready work all held by the policy: look again this soon unless a command comes
 
 
 @dataclass(frozen=True)

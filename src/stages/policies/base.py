@@ -31,9 +31,9 @@ class SchedulingPolicy(ABC):
       It is called every round, with no requests when none is ready.
     - A request left out is *held*: it is not served this round, keeps its state
       (an admitted one keeps its KV, though it is the first active request to lose
-      it under preemption) and is offered again next round. A policy holds every
-      request it is given only to leave its device to work another stage sharing it
-      has a listener waiting for: otherwise a stage with ready work never idles.
+      it under preemption) and is offered again next round. A policy may hold every
+      request it is given (work far ahead of its listener, or a device left to another
+      stage's waiting listener); the engine then looks again a few ms later.
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:

@@ -33,8 +33,9 @@ class UrgencyPolicy(SchedulingPolicy):
       (0 for a stage without KV): finishing big holders relieves memory pressure, and
       work far ahead of the listener is the most exposed to a barge-in.
     - Held: started and P >= p_max_ms, never served, even when nothing else is ready:
-      generation stays within p_max_ms of what the listener hears, which is all a
-      barge-in can throw away. It resumes as playback brings P back under p_max_ms.
+      generation stays within p_max_ms of what the listener hears (P counts only audio
+      that needs no more work from this stage), and that is all a barge-in can throw
+      away. It resumes as playback brings P back under p_max_ms.
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
