@@ -5,8 +5,9 @@ its order matters: scaling alpha and beta together changes nothing, so the grid
 (default {0, 0.25, 0.5, 1, 2, 4} squared) holds one policy per ratio alpha/beta, plus
 alpha = 0 (KV relief only), beta = 0 (exposure only) and both 0 (U2 in the order
 given). Each distinct policy runs once per seed and scenario and fills every grid
-cell with its ratio; fcfs runs alongside for reference. P_safe and P_max stay at
-their defaults (400 and 4000 ms).
+cell with its ratio; fcfs runs alongside for reference. P_safe, P_yield and P_max
+stay at their defaults (400, 1000 and 2000 ms; the results quoted below were taken
+with P_max 4000 ms served when nothing else was ready, and no P_yield).
 
 The workload: 56 multi-turn sessions (2-5 turns) arriving over 20 s, prompts of
 20-100 tokens, replies of 8-120 tokens (log-uniform) at 240 ms of audio per token,
