@@ -18,8 +18,8 @@ class Scheduler:
     """Decides each round which positions of which requests run.
 
     A round stamps `ready_since` on requests that just got pending work, asks the
-    policy which ready requests to serve and in what order (it may hold some back, or
-    all of them while another stage on its `device` has a listener waiting),
+    policy which ready requests to serve and in what order (it may hold some or all
+    back, e.g. for another stage on its `device` whose listener waits),
     and walks that order giving each as many pending positions as the token budget
     allows (long prefills are chunked) until `max_num_batched_tokens` or
     `max_num_seqs` is reached; the order alone decides whether admitted (RUNNING)

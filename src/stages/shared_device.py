@@ -9,9 +9,9 @@ class SharedDevice:
 
     Stages on one device (one process's CPU, one GPU) slow each other down, so work
     far ahead of its listener at one stage delays the first audio another stage is
-    producing. Each stage's policy `join`s once and `report`s every round, a stage with
-    no ready work that nothing waits. One slot per stage, written only by its engine
-    thread and read by the others without a lock: a read may be one round stale.
+    producing. Each stage's policy `join`s once and `report`s every round (a stage with
+    no ready work reports that nobody waits). One slot per stage, written only by its
+    engine thread and read by the others without a lock: a read may be one round stale.
     """
 
     def __init__(self) -> None:

@@ -106,3 +106,16 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
     assert turn.usage.vocoder_frames > 0
     assert after == (NOT_STARTED, None, None)  # the session waits for its next turn; the reply's requests are gone
     assert closed is None
+
+
+def test_the_stages_of_one_process_share_one_device_board(pipeline):
+    async def scenario():
+        orch = Orchestrator(pipeline)
+        await orch.start()
+        try:
+            return [stage.scheduler.policy.device for stage in orch.stages.values()]
+        finally:
+            await orch.stop()
+
+    devices = asyncio.run(scenario())
+    assert len(devices) == 4 and devices[0] is not None and all(device is devices[0] for device in devices)

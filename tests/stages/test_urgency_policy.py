@@ -367,11 +367,12 @@ def test_stage_status_exposes_the_policy_counters():
     assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
 
 
-def test_build_engine_hands_the_view_and_the_kv_to_the_policy():
+def test_build_engine_hands_the_view_the_kv_and_the_device_to_the_policy():
     decoder = DecoderConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=8,
                             intermediate_size=32, max_position=64)
     spec = StageSpec("thinker", "thinker", decoder, SchedulerConfig(policy="urgency"), KVSpec(num_blocks=4))
-    view = FakeView()
-    engine = build_engine(spec, lambda outputs: None, FakeClock(), view)
+    view, device = FakeView(), SharedDevice()
+    engine = build_engine(spec, lambda outputs: None, FakeClock(), view, device)
     assert engine.scheduler.policy.view is view and engine.scheduler.policy.kv is engine.scheduler.kv is not None
+    assert engine.scheduler.policy.device is device
     assert build_engine(spec, lambda outputs: None, FakeClock()).scheduler.policy.view is None  # the old call form
