@@ -75,6 +75,9 @@ def test_cli_starts_a_fresh_server_per_run_and_writes_the_result(tmp_path, capsy
     assert result["num_completed"] == 3 and len(result["requests"]) == 3
     assert result["config"]["preset"] == "fcfs scheduling, no KV offload"
     assert result["kv"]["preemptions"] == 0.0 and result["kv"]["peak_device_blocks"] > 0
+    by_stage = result["kv"]["peak_device_blocks_by_stage"]
+    assert by_stage["thinker"] > 0 and by_stage["talker"] > 0
+    assert sum(by_stage.values()) == result["kv"]["peak_device_blocks"]
     assert result["kv"]["reload_ms_on_path"] is None  # no host tier in this build: not exported
 
 

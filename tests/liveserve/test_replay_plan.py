@@ -133,6 +133,7 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
     assert figures["preemptions"] == 3.0
     assert figures["reload_ms_on_path"] == pytest.approx(250.0) and figures["reload_ms_off_path"] == pytest.approx(1500.0)
     assert figures["peak_device_blocks"] == 42.0
+    assert figures["peak_device_blocks_by_stage"] == {"talker": 12.0, "thinker": 30.0}
     assert figures["unheard_units"] == {"talker": 30.0}
     assert figures["preloads"] == {"hit": 4.0, "too_late": 1.0} and figures["preload_hits"] == 4.0
     assert figures["preload_cancelled"] is None and figures["evictions"] is None  # not exported

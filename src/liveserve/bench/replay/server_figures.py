@@ -12,6 +12,7 @@ run; `peak_device_blocks` is the high-water mark the server reports at the end.
 | `preload_cancelled` | `liveserve_kv_preloads_total{outcome="cancelled"}` |
 | `evictions` | `liveserve_kv_evictions_total`, all labels |
 | `peak_device_blocks` | `liveserve_kv_blocks_peak`, summed over stages |
+| `peak_device_blocks_by_stage` | `liveserve_kv_blocks_peak` by stage |
 | `preemptions` | `liveserve_stage_preemptions`, summed over stages |
 | `unheard_units` | `liveserve_unheard_units_total` by stage |
 | `preloads` | `liveserve_kv_preloads_total` by outcome (admitted, too_late, no_room, hit, ...) |
@@ -41,6 +42,9 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
         end = total(after, name, labels)
         figures[field] = None if end is None else scale * (end - (total(before, name, labels) or 0.0))
     figures["peak_device_blocks"] = total(after, PEAK_BLOCKS, {})
+    figures["peak_device_blocks_by_stage"] = {
+        stage: total(after, PEAK_BLOCKS, {"stage": stage}) for stage in _label_values(after, PEAK_BLOCKS, "stage")
+    }
     figures["preloads"] = {
         outcome: total(after, PRELOADS, {"outcome": outcome}) - (total(before, PRELOADS, {"outcome": outcome}) or 0.0)
         for outcome in _label_values(after, PRELOADS, "outcome")
