@@ -47,6 +47,7 @@ turnover() {  # sessions offered at 1.2/s that hang up after 90 s (~108 would be
   local ramp="$LONG --ramp 1.2 --session-s 90 --duration-s 300 --admission aimd $WINDOW $BIG_POOL"
   run ramp_turnover_window_1 $ramp  # the default AIMD settings (configs/tiny-omni-cpu.yaml)
   run ramp_turnover_window_2 $ramp
+  run ramp_turnover_noprobe $ramp --admission-set probe_wait_s=  # without probe backoff, for contrast
 }
 
 for part in "${@:-window plateau sweep ramp turnover}"; do

@@ -34,6 +34,8 @@ def test_default_and_given_admission_settings_load(tmp_path):
         ({"decrease_factor": 1.0}, r"admission: decrease_factor must be a number in \(0, 1\), got 1.0"),
         ({"interval_s": 0}, r"admission: interval_s must be a finite number of seconds > 0"),
         ({"forecast_window_s": -1}, r"admission: forecast_window_s must be a finite number of seconds > 0"),
+        ({"probe_wait_s": 1.0}, r"admission: probe_wait_s must be null or a finite number of seconds >= the latency "
+                                r"window \(2.0\), got 1.0"),
         ({"interval_s": "soon"}, r"admission\.interval_s: expected float, got 'soon'"),
         ({"intervals": 1}, r"admission\.intervals: unknown field \(did you mean 'interval_s'\?\)"),
         ({"min_cap": 5, "initial_cap": 5}, r"admission\.min_cap: 5 exceeds server\.max_sessions \(4\)"),

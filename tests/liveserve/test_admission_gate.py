@@ -13,7 +13,8 @@ GOOD, BAD = 0.02, 0.06
 
 def aimd(**overrides) -> AIMDAdmission:
     config = AdmissionConfig(**{"policy": "aimd", "initial_cap": 4, "min_cap": 1, "target": 0.5,
-                                "decrease_factor": 0.7, "interval_s": 1.0, "latency_window_s": None, **overrides})
+                                "decrease_factor": 0.7, "interval_s": 1.0, "latency_window_s": None,
+                                "probe_wait_s": None, **overrides})
     return AIMDAdmission(config, BUDGET_S, max_cap=8)
 
 
@@ -126,3 +127,45 @@ def test_frames_older_than_the_window_no_longer_count():
     assert interval(gate, 1.0, 3, GOOD).num_frames == 1
     assert interval(gate, 2.0, 3).num_frames == 1  # the frame at 0.5 is still within (0, 2]
     assert interval(gate, 3.0, 3).num_frames == 0 and gate.last.decision == "hold"
+
+
+def climb(gate: AIMDAdmission, start: int, end: int) -> list[str]:
+    """One good interval per second in [start, end), live at the cap: the decisions."""
+    return [interval(gate, float(second), gate.cap, GOOD).decision for second in range(start, end)]
+
+
+def test_after_a_drop_the_cap_returns_below_the_failed_load_at_once_and_tries_that_load_after_probe_wait():
+    gate = aimd(initial_cap=8, probe_wait_s=4.0, decrease_factor=0.5)
+    gate.tick(8, 0.0)
+    assert interval(gate, 1.0, 6, BAD).decision == "decrease" and gate.cap == 3  # live 6 was too much: the ceiling
+    assert climb(gate, 2, 4) == ["increase", "increase"] and gate.cap == 5  # one window each, as before
+    assert climb(gate, 4, 9) == ["hold", "hold", "hold", "increase", "hold"]  # 6 is a probe: 4 s of good frames
+    assert gate.cap == 6
+
+
+def test_a_failed_probe_doubles_the_wait_and_a_probe_that_holds_resets_it():
+    gate = aimd(initial_cap=8, probe_wait_s=2.0, decrease_factor=0.5)
+    gate.tick(4, 0.0)
+    interval(gate, 1.0, 4, BAD)  # ceiling 4, cap 2
+    assert climb(gate, 2, 5) == ["increase", "hold", "increase"] and gate.cap == 4  # 3 at once, 4 after 2 s
+    assert interval(gate, 5.0, 4, BAD).decision == "decrease" and gate.cap == 2  # the probe failed: wait 4 s
+    assert interval(gate, 6.0, 4, BAD).decision == "decrease"  # nobody left yet: no second doubling
+    assert climb(gate, 7, 13) == ["increase", "hold", "hold", "hold", "increase", "hold"]  # 3, then 4 after 4 s
+    assert climb(gate, 13, 16) == ["hold", "hold", "increase"] and gate.cap == 5  # 4 held for 4 s: probe 5
+    assert climb(gate, 16, 18) == ["hold", "increase"] and gate.cap == 6  # the wait is back at 2 s
+
+
+def test_probe_waits_stop_doubling_at_the_backoff_limit():
+    gate = aimd(initial_cap=2, min_cap=2, probe_wait_s=1.0, decrease_factor=0.5)
+    gate.tick(2, 0.0)
+    interval(gate, 1.0, 3, BAD)  # ceiling 3
+    now, waits = 2.0, []
+    for _ in range(6):  # probe 3, fail, and again
+        started = now
+        while gate.cap < 3:
+            interval(gate, now, gate.cap, GOOD)
+            now += 1.0
+        waits.append(now - started)
+        interval(gate, now, 3, BAD)
+        now += 1.0
+    assert waits == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]  # 1 s x MAX_PROBE_BACKOFF at most

@@ -9,6 +9,7 @@ from liveserve.admission.config import AdmissionConfig
 from liveserve.admission.gate import Adjustment, AdmissionGate
 
 FLOOR_EPSILON = 1e-9  # live x factor that is a whole number in exact arithmetic stays that number
+MAX_PROBE_BACKOFF = 8  # a probe waits at most this many times probe_wait_s
 
 
 def p99(latencies: list[float]) -> float | None:
@@ -31,6 +32,15 @@ class AIMDAdmission(AdmissionGate):
     one; else hold. Every change forgets the frames before it, so each step is
     judged on a whole window of frames at the load it let in. No frames in the window: hold. The first tick starts the
     first interval.
+
+    Probing backs off (`config.probe_wait_s`; None: never). A decrease sets the
+    ceiling to the live count that was too much. An increase to a cap at or above
+    the ceiling is a probe: it waits for `probe_wait` (at first probe_wait_s) of good
+    frames instead of one window. A decrease after a probe doubles probe_wait (at most
+    MAX_PROBE_BACKOFF x probe_wait_s); an increase past a probed level means that
+    level held: probe_wait goes back to probe_wait_s and the ceiling moves up to the
+    next level. So the cap returns quickly to just below the load that failed and
+    tries that load again ever more rarely while it keeps failing.
     """
 
     def __init__(self, config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> None:
@@ -43,6 +53,9 @@ class AIMDAdmission(AdmissionGate):
         self._frames: deque[tuple[float, float]] = deque()  # (time, latency) within the window
         self._interval_start: float | None = None
         self._evidence_since = 0.0  # frames from here on count toward an increase
+        self._ceiling: int | None = None  # the lowest load a probe has not yet shown to hold
+        self._probe_wait = config.probe_wait_s
+        self._probing = False  # the last change raised the cap to the ceiling or above
 
     @property
     def cap(self) -> int:
@@ -67,15 +80,35 @@ class AIMDAdmission(AdmissionGate):
         if latency is None:
             return "hold"
         if latency > self.limit_s:
+            self._back_off(live)
             lowered = math.floor(live * self.config.decrease_factor + FLOOR_EPSILON)
             self._cap = min(self._cap, max(self.config.min_cap, lowered))
             return self._changed("decrease", now)
-        if now - self._evidence_since < self.config.window_s:
+        if now - self._evidence_since < self._wait_before_increase():
             return "hold"
         if self._cap - 1 <= live <= self._cap < self.max_cap:
+            self._probe_held_or_started()
             self._cap += 1
             return self._changed("increase", now)
         return "hold"
+
+    def _wait_before_increase(self) -> float:
+        is_probe = self._probe_wait is not None and self._ceiling is not None and self._cap + 1 >= self._ceiling
+        return self._probe_wait if is_probe else self.config.window_s
+
+    def _back_off(self, live: int) -> None:
+        if self._probe_wait is None:
+            return
+        if self._probing:
+            self._probe_wait = min(2 * self._probe_wait, MAX_PROBE_BACKOFF * self.config.probe_wait_s)
+        self._ceiling, self._probing = live, False
+
+    def _probe_held_or_started(self) -> None:
+        if self._probe_wait is None or self._ceiling is None or self._cap + 1 < self._ceiling:
+            return
+        if self._cap >= self._ceiling:  # a whole probe wait of good frames at the ceiling
+            self._probe_wait = self.config.probe_wait_s
+        self._ceiling, self._probing = max(self._ceiling, self._cap + 1), True
 
     def _changed(self, decision: str, now: float) -> str:
         self._frames.clear()

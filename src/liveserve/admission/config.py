@@ -18,7 +18,9 @@ class AdmissionConfig:
     the frame budget and live sessions are at the cap or one below it, or drops it to
     max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over; every
     change waits for a whole window of frames at the new load before the next. The cap never
-    exceeds server.max_sessions.
+    exceeds server.max_sessions. After a decrease, raising the cap back to the live count
+    that was too much waits `probe_wait_s` of good frames, twice that after each such probe
+    fails (null: one window, like any increase).
     `forecast_window_s`: how much occupancy history the fill-rate fit uses.
     """
 
@@ -29,6 +31,7 @@ class AdmissionConfig:
     decrease_factor: float = 0.9
     interval_s: float = 1.0
     latency_window_s: float | None = 2.0
+    probe_wait_s: float | None = 20.0
     forecast_window_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -46,6 +49,9 @@ class AdmissionConfig:
         if self.latency_window_s is not None:
             require_number(self, "latency_window_s", lambda v: self.interval_s <= v < math.inf,
                            f"null or a finite number of seconds >= interval_s ({self.interval_s})")
+        if self.probe_wait_s is not None:
+            require_number(self, "probe_wait_s", lambda v: self.window_s <= v < math.inf,
+                           f"null or a finite number of seconds >= the latency window ({self.window_s})")
 
     @property
     def window_s(self) -> float:
