@@ -92,9 +92,11 @@ class AIMDAdmission(AdmissionGate):
             return self._changed("increase", now)
         return "hold"
 
+    def _next_increase_is_probe(self) -> bool:
+        return self._probe_wait is not None and self._ceiling is not None and self._cap + 1 >= self._ceiling
+
     def _wait_before_increase(self) -> float:
-        is_probe = self._probe_wait is not None and self._ceiling is not None and self._cap + 1 >= self._ceiling
-        return self._probe_wait if is_probe else self.config.window_s
+        return self._probe_wait if self._next_increase_is_probe() else self.config.window_s
 
     def _back_off(self, live: int) -> None:
         if self._probe_wait is None:
@@ -104,7 +106,7 @@ class AIMDAdmission(AdmissionGate):
         self._ceiling, self._probing = live, False
 
     def _probe_held_or_started(self) -> None:
-        if self._probe_wait is None or self._ceiling is None or self._cap + 1 < self._ceiling:
+        if not self._next_increase_is_probe():
             return
         if self._cap >= self._ceiling:  # a whole probe wait of good frames at the ceiling
             self._probe_wait = self.config.probe_wait_s
