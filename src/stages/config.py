@@ -16,10 +16,8 @@ class SchedulerConfig:
     below `p_safe_ms` are at risk; at or above `p_yield_ms` (may be .inf: never) the
     request is held while a listener waits for first audio or is at risk at any stage
     on the same device; at or above `p_max_ms` (may be .inf: never) it is held until
-    playback brings it back under, unless the stage's KV occupancy is at or above
-    `release_occupancy` (None: never) and the request holds KV: then finishing it relieves
-    the pool; `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the
-    utility that orders the remaining requests.
+    playback brings it back under; `alpha` weighs barge-in exposure and `beta` KV-pressure
+    relief in the utility that orders the remaining requests.
     """
 
     policy: str = "fcfs"
@@ -30,7 +28,6 @@ class SchedulerConfig:
     p_yield_ms: float = 1000.0
     alpha: float = 1.0
     beta: float = 0.25
-    release_occupancy: float | None = 0.9
 
     def __post_init__(self) -> None:
         from stages.policies import policy_names
@@ -41,8 +38,6 @@ class SchedulerConfig:
             require_number(self, name, lambda v: v > self.p_safe_ms, f"a number > p_safe_ms ({self.p_safe_ms})")
         for name in ("alpha", "beta"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-        if self.release_occupancy is not None:
-            require_number(self, "release_occupancy", lambda v: 0 < v <= 1, "a number in (0, 1] or null")
         if self.policy not in policy_names():
             raise ValueError(f"unknown scheduling policy {self.policy!r}; choose from {policy_names()}")
 

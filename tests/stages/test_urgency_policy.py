@@ -61,9 +61,6 @@ def ids(requests) -> list[str]:
     ("alpha", -0.5, "alpha must be a finite number >= 0, got -0.5"),
     ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
-    ("release_occupancy", 0, "release_occupancy must be a number in (0, 1] or null, got 0"),
-    ("release_occupancy", 1.5, "release_occupancy must be a number in (0, 1] or null, got 1.5"),
-    ("release_occupancy", "90%", "release_occupancy must be a number in (0, 1] or null, got '90%'"),
 ])
 def test_urgency_parameters_are_validated_by_name(field, value, message):
     with pytest.raises(ValueError) as error:
@@ -74,8 +71,7 @@ def test_urgency_parameters_are_validated_by_name(field, value, message):
 def test_urgency_parameter_defaults_and_fcfs_accepts_them():
     config = SchedulerConfig()
     assert (config.p_safe_ms, config.p_yield_ms, config.p_max_ms) == (400.0, 1000.0, 2000.0)
-    assert (config.alpha, config.beta, config.release_occupancy) == (1.0, 0.25, 0.9)
-    assert SchedulerConfig(policy="urgency", release_occupancy=None).release_occupancy is None
+    assert (config.alpha, config.beta) == (1.0, 0.25)
     assert SchedulerConfig(policy="fcfs", p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     with pytest.raises(ValueError, match="unknown scheduling policy 'edf'; choose from \\['fcfs', 'urgency'\\]"):
         SchedulerConfig(policy="edf")
@@ -94,7 +90,7 @@ def test_classes_split_at_p_safe_and_the_started_flag():
     # is held while others are served, and long (P >= p_yield) yields while a listener waits.
     assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe"]
     assert policy.counters == {
-        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "held": 1, "yielded": 1, "released": 0}
+        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "held": 1, "yielded": 1}
 
 
 def test_u1_goes_by_ready_age_not_by_arrival():
@@ -149,24 +145,6 @@ def test_without_kv_u2_goes_by_buffer_alone():
     assert ids(policy.order([ready(rid, 0.0, since=0.0) for rid in ("a", "b", "c")], now=0.0)) == ["c", "b", "a"]
 
 
-@pytest.mark.parametrize("held_blocks, release_occupancy, expected, released", [
-    (9, 0.9, ["b", "a"], 1),   # 9 of 10 blocks used: a (past p_max, holding KV) joins U2, after b
-    (8, 0.9, ["b"], 0),        # 8 of 10: below the threshold, a is held
-    (10, None, ["b"], 0),      # a full pool, release off: held
-])
-def test_under_kv_pressure_a_request_past_p_max_that_holds_kv_is_released_into_u2(
-        held_blocks, release_occupancy, expected, released):
-    kv = make_kv(10)  # blocks of 4 tokens
-    kv.reserve("a", 4 * held_blocks)
-    view = FakeView(a=playing(2500.0), b=playing(600.0), w=playing(3000.0))
-    policy = urgency(view, kv, release_occupancy=release_occupancy)
-    requests = [ready(rid, 0.0, since=0.0) for rid in ("a", "b", "w")]
-    requests[0].status = RequestStatus.RUNNING  # a holds its KV; w (past p_max too) waits and holds none
-    assert ids(policy.order(requests, now=0.0)) == expected
-    assert policy.counters["released"] == released
-    assert policy.counters["held"] == 3 - len(expected)
-
-
 # ---------------------------------------------------------------- fail closed
 
 def test_requests_without_telemetry_are_ordered_by_ready_age_among_u1_and_counted():
@@ -185,7 +163,7 @@ def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
     assert ids(policy.order(requests, now=5.0)) == ["early", "mid", "late"]
     assert ids(policy.order(requests, now=6.0)) == ["early", "mid", "late"]
     assert policy.counters == {
-        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "yielded": 0, "released": 0}
+        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "yielded": 0}
 
 
 # ---------------------------------------------------------------- the scheduler under urgency and fcfs
@@ -318,24 +296,6 @@ def test_ready_age_restarts_when_a_resident_request_gets_a_new_turn(policy, expe
     assert chunks_of(plan) == expected
 
 
-def test_a_paced_reply_finishes_when_the_pool_fills_and_its_kv_goes_idle():
-    # 10 blocks of 4: a (4-token prompt, 4 tokens to generate) is past p_max once it has started playing.
-    view = FakeView(a=NOT_STARTED, b=NOT_STARTED)
-    scheduler, runner, kv = make_scheduler(num_blocks=10, view=view, policy="urgency")
-    scheduler.add(thinker("a", 0.0, [1] * 4, max_tokens=4))
-    step(scheduler, runner)
-    view.states["a"] = playing(2500.0)
-    plan, _ = step(scheduler, runner)
-    assert plan.chunks == [] and scheduler.policy.counters["held"] == 1  # 1 of 10 blocks used: held
-    scheduler.add(thinker("b", 1.0, [2] * 32, max_tokens=None, close=False))  # an idle context of 8 blocks
-    step(scheduler, runner)  # b prefills; a, ordered before b's blocks were counted, is still held
-    assert kv.occupancy == 0.9 and scheduler.policy.counters["held"] == 2
-    for start in (4, 5, 6):  # at 0.9 a runs to its end although 2.5 s ahead of its listener
-        plan, _ = step(scheduler, runner)
-        assert chunks_of(plan) == [("a", start, 1)]
-    assert "a" not in scheduler.requests and scheduler.policy.counters["released"] == 3
-
-
 # ---------------------------------------------------------------- exposure and plumbing
 
 # ---------------------------------------------------------------- yielding to a waiting listener
@@ -402,7 +362,7 @@ def test_stage_status_exposes_the_policy_counters():
     engine.step()
     engine.step()  # nothing is ready: no round for the policy
     assert engine.status().policy_counters == {
-        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "yielded": 0, "released": 0}
+        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "yielded": 0}
     fcfs, fcfs_runner, _ = make_scheduler()
     assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
 

@@ -62,8 +62,7 @@ class SchedulerCollector(Collector):
         requests = CounterMetricFamily(
             "liveserve_scheduler_requests", "Ready requests per policy class, summed over rounds (urgency: u0 "
             "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, held past p_max, "
-            "yielded past p_yield while a listener waited at a stage on the same device; released: of u2 and "
-            "yielded, those past p_max let through because the stage's KV occupancy reached release_occupancy)",
+            "yielded past p_yield while a listener waited at a stage on the same device)",
             labels=["stage", "class"])
         for s in self.statuses():
             for name, value in s.policy_counters.items():

@@ -36,10 +36,6 @@ class UrgencyPolicy(SchedulingPolicy):
       generation stays within p_max_ms of what the listener hears (P counts only audio
       that needs no more work from this stage), and that is all a barge-in can throw
       away. It resumes as playback brings P back under p_max_ms.
-    - Released: past p_max_ms but holding KV at a stage whose KV occupancy is at or
-      above `release_occupancy`: ordered among U2 instead of held. A paced reply holds
-      its context for as long as it plays; under KV pressure finishing it lets its KV go
-      idle and leave the device, which is worth more than the barge-in exposure.
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
@@ -50,15 +46,14 @@ class UrgencyPolicy(SchedulingPolicy):
     one yield. Ties keep the order given (the scheduler's: the order requests were added).
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
-    `fallbacks` (no telemetry, ordered as U1), `held` and `yielded`; `released` counts
-    those of `u2` and `yielded` that were past p_max_ms.
+    `fallbacks` (no telemetry, ordered as U1), `held` and `yielded`.
     """
 
     def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
         super().__init__(config, view, kv, device)
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
-        self.num_fallbacks = self.num_held = self.num_yielded = self.num_released = 0
+        self.num_fallbacks = self.num_held = self.num_yielded = 0
         self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
@@ -68,15 +63,13 @@ class UrgencyPolicy(SchedulingPolicy):
         config = self.config
         p_safe, p_max = config.p_safe_ms, config.p_max_ms
         exposure = config.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
-        occupancy = self.kv.occupancy if self.kv is not None else 0.0
-        pressure = config.beta * occupancy  # beta * R_occ
-        release = config.release_occupancy is not None and occupancy >= config.release_occupancy
+        pressure = config.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
         blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
         playback = self.view.playback if self.view is not None else _no_telemetry
         running = RequestStatus.RUNNING
         # Per class, parallel lists of float keys and requests: one cheap float sort each.
         u0_keys, u0, u1_keys, u1, u2_keys, u2, u2_buffers = [], [], [], [], [], [], []
-        num_fallbacks = num_held = num_released = 0
+        num_fallbacks = num_held = 0
         for request in requests:
             state = playback(request.request_id)
             if state is None or not state.started:
@@ -91,10 +84,8 @@ class UrgencyPolicy(SchedulingPolicy):
                 u0.append(request)
                 continue
             if buffer_ms >= p_max:
-                if not (release and request.status is running):
-                    num_held += 1
-                    continue
-                num_released += 1
+                num_held += 1
+                continue
             cost = exposure * (buffer_ms - p_safe)  # -U, lowest first; buffer_ms > p_safe, so no max(0, .)
             if pressure and request.status is running:  # a WAITING request holds no KV
                 cost -= pressure * blocks_held(request.request_id)
@@ -110,7 +101,6 @@ class UrgencyPolicy(SchedulingPolicy):
         else:
             num_yielded = 0
         self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, num_held, num_yielded)
-        self.num_released += num_released
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2)
 
     def _report(self, waiting_here: bool) -> None:
@@ -132,5 +122,4 @@ class UrgencyPolicy(SchedulingPolicy):
         return {
             "rounds": self.num_rounds, "u0": self.num_u0, "u1": self.num_u1, "u2": self.num_u2,
             "fallbacks": self.num_fallbacks, "held": self.num_held, "yielded": self.num_yielded,
-            "released": self.num_released,
         }
