@@ -91,6 +91,13 @@ def test_cli_refuses_what_it_cannot_run_with_one_line(argv, message, capsys):
     assert message in err and "Traceback" not in err
 
 
+def test_a_url_that_serves_no_realtime_api_is_one_line(server, capsys):
+    wrong_path = server.url.replace("/v1/realtime", "/v1/elsewhere")
+    assert main(["bench", "replay", "--url", wrong_path, "--num-requests", "1", "--audio-ms-per-token", "240"]) == 2
+    err = capsys.readouterr().err
+    assert f"the warm-up request to {wrong_path} failed" in err and "Traceback" not in err
+
+
 def test_a_malformed_dataset_names_where(tmp_path, capsys):
     path = tmp_path / "ShareGPT.json"
     path.write_text('[{"id": "a", "conversations": [{"from": "human", "value": "hi"')

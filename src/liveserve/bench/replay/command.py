@@ -58,12 +58,12 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
 
 def run_replay_command(args: argparse.Namespace) -> int:
     """Exit status: 0 when every request was served, 1 when some failed, 2 for a bad
-    option, workload, preset or a server that would not start (one line on stderr)."""
-    from liveserve.bench.replay.run import run_replay
+    option, workload, preset or a server that would not start or serve (one line on stderr)."""
+    from liveserve.bench.replay.run import ServerUnavailable, run_replay
 
     try:
         result = run_replay(options_from_args(args))
-    except (ValueError, ServerStartError, SpeechError) as exc:
+    except (ValueError, ServerStartError, ServerUnavailable, SpeechError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_summary(result))

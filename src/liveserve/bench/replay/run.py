@@ -109,11 +109,15 @@ def _setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], lo
     return SessionSetup(url, barge_in, speech, options.ack_interval_s, options.request_timeout_s)
 
 
+class ServerUnavailable(RuntimeError):
+    """The server did not serve the warm-up request: nothing was measured."""
+
+
 async def _warm_up(setup: SessionSetup) -> None:
     """One short request first, not measured: the server's first turn pays one-off start-up costs."""
     result, = await run_session(PlannedSession((PlannedTurn(WARMUP),), 0.0), setup)
     if result.is_failed:
-        raise RuntimeError(f"the warm-up request failed ({result.status}); is the server healthy?")
+        raise ServerUnavailable(f"the warm-up request to {setup.url} failed ({result.status}); nothing was measured")
 
 
 async def _replay(sessions: list[PlannedSession], setup: SessionSetup, max_concurrency: int | None,
