@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -61,6 +62,18 @@ def test_a_barge_in_speaks_over_the_reply_and_the_waste_is_what_was_not_heard(se
     # the user spoke 1.5 s into playback; the VAD needs a few hundred ms of speech to notice
     assert 1500 / 80 <= heard_frames <= 3500 / 80
     assert metrics.unheard_text_tokens > 0
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_session_holding_until_heard_ends_after_its_reply_has_played(server, hold):
+    reply = WorkloadRequest("r", FillerText(TextTokenizer.default()).prompt(8), 8, 20)  # 20 x 240 ms = 4.8 s
+    setup = SessionSetup(server.url, fixture_pcm16("bargein_wait_espeak_24k.wav"), hold_until_heard=hold)
+    started = time.monotonic()
+    metrics, = asyncio.run(run_session(PlannedSession((PlannedTurn(reply),), 0.0), setup))
+    elapsed = time.monotonic() - started
+    assert metrics.audio_ms == pytest.approx(4800)
+    # The reply is generated faster than real time; only a held session waits for the player.
+    assert (elapsed >= metrics.audio_ms / 1000) == hold
 
 
 def test_cli_starts_a_fresh_server_per_run_and_writes_the_result(tmp_path, capsys):

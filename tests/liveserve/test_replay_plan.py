@@ -87,6 +87,7 @@ def test_barge_ins_follow_the_probability_and_cut_from_reply_durations():
     ({"request_rate": -1.0}, "request_rate must be a positive number or inf"),
     ({"time_scale": math.inf}, "time_scale must be a positive number, got inf"),
     ({"barge_in_prob": 1.5}, "barge_in_prob must be in"),
+    ({"hold_until_heard": "yes"}, "hold_until_heard must be true or false"),
     ({"random_range_ratio": 1.0}, "random_range_ratio must be in"),
     ({"url": "ws://example.com/v1/realtime"}, "loopback"),
     ({"url": "ws://127.0.0.1:1/v1/realtime", "config": Path("x.yaml")}, "not both"),

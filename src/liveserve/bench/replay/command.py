@@ -35,6 +35,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     arrivals.add_argument("--request-rate", type=float, default=math.inf, help="requests per second (inf: all at once)")
     arrivals.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of inter-arrivals (1: Poisson)")
     arrivals.add_argument("--max-concurrency", type=int, help="sessions in flight at most")
+    arrivals.add_argument("--hold-until-heard", action="store_true",
+                          help="a session keeps its slot until its last reply has been played, not just received")
     arrivals.add_argument("--trace-arrivals", action="store_true", help="replay the trace's timestamps")
     arrivals.add_argument("--time-scale", type=float, default=1.0, help="trace time multiplier (0.5: twice as fast)")
     client = parser.add_argument_group("client")
@@ -50,6 +52,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         random_input_len=args.random_input_len, random_output_len=args.random_output_len,
         random_range_ratio=args.random_range_ratio,
         request_rate=args.request_rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+        hold_until_heard=args.hold_until_heard,
         trace_arrivals=args.trace_arrivals, time_scale=args.time_scale, model_filter=args.model_filter,
         prompt_audio=args.prompt_audio, barge_in_prob=args.barge_in_prob, url=args.url, config=args.config,
         policy=args.policy, request_timeout_s=args.request_timeout, audio_ms_per_token=args.audio_ms_per_token,

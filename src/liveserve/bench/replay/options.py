@@ -21,7 +21,11 @@ class ReplayOptions:
     `random_input_len` and `random_output_len` tokens, each drawn uniformly within
     +-`random_range_ratio` of that, as vLLM's random dataset). Arrivals: `request_rate` (req/s,
     inf = all at once) with gamma `burstiness`, capped by `max_concurrency`, or the
-    trace's timestamps scaled by `time_scale` when `trace_arrivals`. Prompts are text
+    trace's timestamps scaled by `time_scale` when `trace_arrivals`; with
+    `hold_until_heard` a session keeps its `max_concurrency` slot until its last reply
+    has been played to the end (a voice user asks the next question after listening;
+    otherwise a slot frees at the last audio chunk, as `vllm bench serve` frees it at
+    the last token). Prompts are text
     items, or speech when `prompt_audio`. With probability `barge_in_prob` a request
     is interrupted by the user speaking. `audio_ms_per_token` converts reply lengths
     into audio durations (from the server config when None).
@@ -37,6 +41,7 @@ class ReplayOptions:
     request_rate: float = math.inf
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    hold_until_heard: bool = False
     trace_arrivals: bool = False
     time_scale: float = 1.0
     model_filter: str | None = None
@@ -60,6 +65,8 @@ class ReplayOptions:
             _positive_int(name, getattr(self, name))
         if self.max_concurrency is not None:
             _positive_int("max_concurrency", self.max_concurrency)
+        if not isinstance(self.hold_until_heard, bool):
+            raise ValueError(f"hold_until_heard must be true or false, got {self.hold_until_heard!r}")
         for name in ("request_rate", "burstiness"):
             _positive(name, getattr(self, name), allow_inf=True)
         for name in ("time_scale", "request_timeout_s", "ack_interval_s"):

@@ -106,7 +106,8 @@ def _setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], lo
         prompts = sorted({r.prompt for r in requests} | {WARMUP.prompt})
         print(f"synthesizing {len(prompts)} spoken prompts (cached in {cache.directory})", file=log)
         speech = {prompt: cache.speech(prompt) for prompt in prompts}.__getitem__
-    return SessionSetup(url, barge_in, speech, options.ack_interval_s, options.request_timeout_s)
+    return SessionSetup(url, barge_in, speech, options.ack_interval_s, options.request_timeout_s,
+                        options.hold_until_heard)
 
 
 class ServerUnavailable(RuntimeError):

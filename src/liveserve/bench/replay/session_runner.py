@@ -23,6 +23,7 @@ class SessionSetup:
     """What every session of a replay shares: the server, how prompts are sent, the barge-in clip.
 
     `speech` maps a prompt's text to 24 kHz int16 speech, or is None for text prompts.
+    With `hold_until_heard` a session ends only once its last reply has been played.
     """
 
     url: str
@@ -30,6 +31,7 @@ class SessionSetup:
     speech: Any = None
     ack_interval_s: float = 0.2
     request_timeout_s: float = 600.0
+    hold_until_heard: bool = False
 
 
 async def run_session(session: PlannedSession, setup: SessionSetup) -> list[RequestMetrics]:
@@ -42,6 +44,8 @@ async def run_session(session: PlannedSession, setup: SessionSetup) -> list[Requ
             for planned in session.turns:
                 turn_start = await _pace(client, planned, turn_start, bool(results))
                 results.append(await _replay_turn(client, planned, setup))
+            if setup.hold_until_heard:
+                await asyncio.sleep(max(0.0, _playback_end(client) - client.clock()))
     except (RealtimeError, OSError) as exc:
         status = f"error: {exc}"
         results.extend(RequestMetrics(t.request.request_id, status) for t in session.turns[len(results):])
