@@ -30,6 +30,7 @@ class StageStatus:
     kv_blocks_used: int
     kv_blocks_free: int
     kv_blocks_peak: int
+    kv_block_seconds: float  # device blocks held, integrated over the scheduler's clock
     last_batch_size: int
     is_idle: bool
     policy_counters: dict[str, int] = field(default_factory=dict)  # cumulative, named by the policy
@@ -46,6 +47,7 @@ class EngineStats:
     busy_s: float = 0.0
     last_batch_size: int = 0
     last_step_s: float = 0.0
+    kv_block_seconds: float = 0.0
 
 
 class StageEngine:
@@ -69,6 +71,7 @@ class StageEngine:
         self._idle_lock = threading.Lock()
         self._is_idle = True
         self._resident_tokens: dict[str, int] = {}  # replaced, never mutated: other threads copy it
+        self._held_since: float | None = None
 
     def submit(self, command: Command) -> None:
         self.submit_all((command,))
@@ -80,6 +83,7 @@ class StageEngine:
             self._commands.put(commands)
 
     def step(self) -> list[StageOutput]:
+        self._integrate_residency()
         self._apply_commands()
         plan = self.scheduler.schedule()
         started = time.perf_counter()
@@ -88,6 +92,13 @@ class StageEngine:
         outputs = self.scheduler.update_from_output(plan, output)
         self._resident_tokens = self.scheduler.resident_tokens()
         return outputs
+
+    def _integrate_residency(self) -> None:
+        """Add the blocks held since the last step, times the time since, to `kv_block_seconds`."""
+        kv, now = self.scheduler.kv, self.scheduler.clock()
+        if kv is not None and self._held_since is not None:
+            self.stats.kv_block_seconds += kv.num_used_blocks * (now - self._held_since)
+        self._held_since = now
 
     def _execute(self, plan) -> RunnerOutput:
         try:
@@ -158,6 +169,7 @@ class StageEngine:
             kv_blocks_used=kv.num_used_blocks if kv else 0,
             kv_blocks_free=kv.num_free_blocks if kv else 0,
             kv_blocks_peak=kv.peak_used_blocks if kv else 0,
+            kv_block_seconds=self.stats.kv_block_seconds,
             last_batch_size=self.stats.last_batch_size,
             is_idle=self._is_idle,
             policy_counters=self.scheduler.policy.counters,

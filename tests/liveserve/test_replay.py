@@ -91,6 +91,7 @@ def test_cli_starts_a_fresh_server_per_run_and_writes_the_result(tmp_path, capsy
     by_stage = result["kv"]["peak_device_blocks_by_stage"]
     assert by_stage["thinker"] > 0 and by_stage["talker"] > 0
     assert sum(by_stage.values()) == result["kv"]["peak_device_blocks"]
+    assert 0 < result["kv"]["mean_device_blocks"] <= result["kv"]["peak_device_blocks"]
     assert result["kv"]["reload_ms_on_path"] is None  # no host tier in this build: not exported
 
 

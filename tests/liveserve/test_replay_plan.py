@@ -122,19 +122,24 @@ def test_a_preset_the_server_refuses_says_which_component():
 
 def test_kv_figures_are_differences_of_what_the_server_exports():
     before = {'liveserve_stage_preemptions{stage="thinker"}': 2.0, 'liveserve_stage_preemptions{stage="talker"}': 1.0,
-              'liveserve_unheard_units_total{stage="talker"}': 10.0}
+              'liveserve_unheard_units_total{stage="talker"}': 10.0,
+              'liveserve_kv_block_seconds_total{stage="thinker"}': 100.0}
     after = {'liveserve_stage_preemptions{stage="thinker"}': 5.0, 'liveserve_stage_preemptions{stage="talker"}': 1.0,
              'liveserve_unheard_units_total{stage="talker"}': 40.0,
              'liveserve_kv_reload_seconds_total{path="critical"}': 0.25,
              'liveserve_kv_reload_seconds_total{path="background"}': 1.5,
              'liveserve_kv_blocks_peak{stage="thinker"}': 30.0, 'liveserve_kv_blocks_peak{stage="talker"}': 12.0,
+             'liveserve_kv_block_seconds_total{stage="thinker"}': 300.0,
+             'liveserve_kv_block_seconds_total{stage="talker"}': 40.0,
              'liveserve_kv_preloads_total{outcome="hit",stage="thinker"}': 4.0,
              'liveserve_kv_preloads_total{outcome="too_late",stage="thinker"}': 1.0}
-    figures = kv_figures(before, after)
+    figures = kv_figures(before, after, duration_s=20.0)
     assert figures["preemptions"] == 3.0
     assert figures["reload_ms_on_path"] == pytest.approx(250.0) and figures["reload_ms_off_path"] == pytest.approx(1500.0)
     assert figures["peak_device_blocks"] == 42.0
     assert figures["peak_device_blocks_by_stage"] == {"talker": 12.0, "thinker": 30.0}
+    assert figures["mean_device_blocks_by_stage"] == {"talker": pytest.approx(2.0), "thinker": pytest.approx(10.0)}
+    assert figures["mean_device_blocks"] == pytest.approx(12.0)
     assert figures["unheard_units"] == {"talker": 30.0}
     assert figures["preloads"] == {"hit": 4.0, "too_late": 1.0} and figures["preload_hits"] == 4.0
     assert figures["preload_cancelled"] is None and figures["evictions"] is None  # not exported

@@ -103,4 +103,4 @@ def test_kv_tier_figures_are_exported_for_stages_with_a_host_tier():
     assert samples['liveserve_kv_reload_seconds_total{path="critical",stage="thinker"}'] == 0.0
     assert samples['liveserve_kv_link_gbps{stage="thinker"}'] == counters["link_gbps"]
     assert not any('stage="talker"' in key for key in samples if key.startswith("liveserve_kv_") and
-                   "blocks" not in key)  # no host tier: no tier samples
+                   "block" not in key)  # no host tier: no tier samples (block counts are the stage's)

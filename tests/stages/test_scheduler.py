@@ -1,5 +1,6 @@
 import threading
 
+import pytest
 import torch
 from scheduler_harness import BLOCK, FakeClock, FakeRunner, chunks_of, make_kv, make_scheduler, step, thinker
 
@@ -312,6 +313,22 @@ def test_engine_applies_commands_on_step():
     engine.submit(AbortRequest("a"))
     assert engine_step(engine) == [] and "a" not in engine.scheduler.requests and kv.num_used_blocks == 0
     assert emit.outputs == []  # step returns outputs; only command errors go through emit
+
+
+def test_engine_integrates_the_blocks_it_holds_over_the_schedulers_clock():
+    engine, _, kv = engine_with()
+    clock = engine.scheduler.clock
+    engine.submit(AddRequest(thinker("a", 0.0, list(range(7)), max_tokens=1, close=False)))
+    engine_step(engine)  # 7 positions prefilled, one token sampled: 2 blocks from here on
+    assert kv.num_used_blocks == 2 and engine.status().kv_block_seconds == 0.0
+    clock.t = 1.5
+    engine_step(engine)
+    clock.t = 2.0
+    engine.submit(AbortRequest("a"))
+    engine_step(engine)  # 2 blocks held until the abort, none after it
+    clock.t = 5.0
+    engine_step(engine)
+    assert engine.status().kv_block_seconds == pytest.approx(2 * 2.0)
 
 
 def test_engine_turns_a_rejected_command_into_an_error_output_and_goes_on():

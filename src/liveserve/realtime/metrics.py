@@ -20,7 +20,7 @@ UNITS_BY_STAGE = {"thinker": "text_tokens", "talker": "codec_frames", "vocoder":
 
 
 class StageCollector(Collector):
-    """Per-stage queue depth, batch size, preemptions and KV blocks (used, free, peak), read at scrape time."""
+    """Per-stage queue depth, batch size, preemptions and KV blocks (used, free, peak, held over time), read at scrape time."""
 
     def __init__(self, statuses: Callable[[], Iterable[StageStatus]]) -> None:
         self.statuses = statuses
@@ -34,11 +34,13 @@ class StageCollector(Collector):
             "used": GaugeMetricFamily("liveserve_kv_blocks_used", "KV blocks in use", labels=["stage"]),
             "free": GaugeMetricFamily("liveserve_kv_blocks_free", "KV blocks free", labels=["stage"]),
             "peak": GaugeMetricFamily("liveserve_kv_blocks_peak", "Most KV blocks in use at once", labels=["stage"]),
+            "held": CounterMetricFamily("liveserve_kv_block_seconds", "KV blocks in use, integrated over time",
+                                        labels=["stage"]),
         }
         for s in self.statuses():
             for key, value in (("requests", s.num_requests), ("ready", s.num_ready), ("batch", s.last_batch_size),
                                ("preempt", s.num_preemptions), ("used", s.kv_blocks_used), ("free", s.kv_blocks_free),
-                               ("peak", s.kv_blocks_peak)):
+                               ("peak", s.kv_blocks_peak), ("held", s.kv_block_seconds)):
                 families[key].add_metric([s.name], value)
         yield from families.values()
 

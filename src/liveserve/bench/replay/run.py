@@ -63,7 +63,7 @@ def run_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> dict[str, An
         after = target.metrics() if target.metrics else {}
     config = {**_options_json(options), **target.description, "num_sessions": len(sessions),
               "audio_ms_per_token": ms_per_token}
-    return build_result(measured, duration_s, kv_figures(before, after), config)
+    return build_result(measured, duration_s, kv_figures(before, after, duration_s), config)
 
 
 def check_replay(options: ReplayOptions) -> None:

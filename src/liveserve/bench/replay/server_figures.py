@@ -2,7 +2,8 @@
 
 Each `kv` field of the result is read from the Prometheus sample(s) below; a field
 whose metric this server does not export is null. Counters are differences over the
-run; `peak_device_blocks` is the high-water mark the server reports at the end.
+run; `peak_device_blocks` is the high-water mark the server reports at the end, and
+`mean_device_blocks` the blocks held on average over the run's duration.
 
 | field | metric |
 |---|---|
@@ -13,6 +14,8 @@ run; `peak_device_blocks` is the high-water mark the server reports at the end.
 | `evictions` | `liveserve_kv_evictions_total`, all labels |
 | `peak_device_blocks` | `liveserve_kv_blocks_peak`, summed over stages |
 | `peak_device_blocks_by_stage` | `liveserve_kv_blocks_peak` by stage |
+| `mean_device_blocks` | `liveserve_kv_block_seconds_total`, summed over stages, / duration |
+| `mean_device_blocks_by_stage` | `liveserve_kv_block_seconds_total` by stage / duration |
 | `preemptions` | `liveserve_stage_preemptions`, summed over stages |
 | `unheard_units` | `liveserve_unheard_units_total` by stage |
 | `preloads` | `liveserve_kv_preloads_total` by outcome (admitted, too_late, no_room, hit, ...) |
@@ -31,12 +34,13 @@ COUNTERS = {
     "preemptions": ("liveserve_stage_preemptions", {}, 1.0),
 }
 PEAK_BLOCKS = "liveserve_kv_blocks_peak"
+BLOCK_SECONDS = "liveserve_kv_block_seconds_total"
 PRELOADS = "liveserve_kv_preloads_total"
 UNHEARD = "liveserve_unheard_units_total"
 
 
-def kv_figures(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
-    """The result's `kv` object from two scrapes (`ServerProcess.metrics()` form)."""
+def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration_s: float) -> dict:
+    """The result's `kv` object from two scrapes (`ServerProcess.metrics()` form) `duration_s` apart."""
     figures = {}
     for field, (name, labels, scale) in COUNTERS.items():
         end = total(after, name, labels)
@@ -44,6 +48,11 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
     figures["peak_device_blocks"] = total(after, PEAK_BLOCKS, {})
     figures["peak_device_blocks_by_stage"] = {
         stage: total(after, PEAK_BLOCKS, {"stage": stage}) for stage in _label_values(after, PEAK_BLOCKS, "stage")
+    }
+    figures["mean_device_blocks"] = _mean_blocks(before, after, {}, duration_s)
+    figures["mean_device_blocks_by_stage"] = {
+        stage: _mean_blocks(before, after, {"stage": stage}, duration_s)
+        for stage in _label_values(after, BLOCK_SECONDS, "stage")
     }
     figures["preloads"] = {
         outcome: total(after, PRELOADS, {"outcome": outcome}) - (total(before, PRELOADS, {"outcome": outcome}) or 0.0)
@@ -54,6 +63,14 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
         for stage in _label_values(after, UNHEARD, "stage")
     }
     return figures
+
+
+def _mean_blocks(before: Mapping[str, float], after: Mapping[str, float], labels: Mapping[str, str],
+                 duration_s: float) -> float | None:
+    end = total(after, BLOCK_SECONDS, labels)
+    if end is None or duration_s <= 0:
+        return None
+    return (end - (total(before, BLOCK_SECONDS, labels) or 0.0)) / duration_s
 
 
 def total(samples: Mapping[str, float], name: str, labels: Mapping[str, str]) -> float | None:
