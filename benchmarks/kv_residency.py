@@ -10,8 +10,9 @@ and off the critical path, the off-path share, peak and mean device KV blocks
     .venv/bin/python benchmarks/kv_residency.py --rounds 2            # ~9 minutes
     .venv/bin/python benchmarks/kv_residency.py --rounds 3 --first-round 6 --policies fcfs-lru,liveserve-fcfs
     .venv/bin/python benchmarks/kv_residency.py --report-only          # tables and plot from existing runs
+    .venv/bin/python benchmarks/kv_residency.py --config my_pool.yaml --out benchmarks/results/kv_my_pool
 
-Results go to benchmarks/results/kv/ (<policy>-<round>.json, summary.md, kv_residency.png).
+Results go to benchmarks/results/kv/ or --out (<policy>-<round>.json, summary.md, kv_residency.png).
 """
 
 from __future__ import annotations
