@@ -52,7 +52,7 @@ def row(path: Path) -> dict:
     on, off = kv["reload_ms_on_path"] or 0.0, kv["reload_ms_off_path"] or 0.0
     return {"run": path.stem, "ttfp_p90_ms": result["audio_ttfp_ms"]["p90"], "ttfp_p50_ms": result["audio_ttfp_ms"]["p50"],
             "reload_on_ms": on, "reload_off_ms": off, "off_share": off / (on + off) if on + off else None,
-            "peak_blocks": kv["peak_device_blocks"], "mean_blocks": kv["mean_device_blocks"],
+            "peak_blocks": kv["peak_device_blocks"], "mean_blocks": kv.get("mean_device_blocks"),
             "evictions": kv["evictions"], "preemptions": kv["preemptions"],
             "preload_hits": kv["preload_hits"], "continuity_ok": result["continuity_ok_rate"]}
 
@@ -84,7 +84,8 @@ def plot(rows: list[dict], path: Path) -> None:
     axes[1].set_title("KV reload time (ms, whole run)")
     axes[1].legend()
     axes[2].bar(names, [r["peak_blocks"] for r in rows], label="peak")
-    axes[2].bar(names, [r["mean_blocks"] for r in rows], label="mean over the run")
+    with_mean = [r for r in rows if r["mean_blocks"] is not None]  # runs before 2026-11-25 lack it
+    axes[2].bar([r["run"] for r in with_mean], [r["mean_blocks"] for r in with_mean], label="mean over the run")
     axes[2].set_title("device KV blocks")
     axes[2].legend()
     for axis in axes:

@@ -20,7 +20,8 @@ UNITS_BY_STAGE = {"thinker": "text_tokens", "talker": "codec_frames", "vocoder":
 
 
 class StageCollector(Collector):
-    """Per-stage queue depth, batch size, preemptions and KV blocks (used, free, peak, held over time), read at scrape time."""
+    """Per-stage queue depth, batch size, preemptions and KV blocks (used, free, peak, and held
+    integrated over time), read at scrape time."""
 
     def __init__(self, statuses: Callable[[], Iterable[StageStatus]]) -> None:
         self.statuses = statuses

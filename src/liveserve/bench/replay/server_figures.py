@@ -43,8 +43,8 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration
     """The result's `kv` object from two scrapes (`ServerProcess.metrics()` form) `duration_s` apart."""
     figures = {}
     for field, (name, labels, scale) in COUNTERS.items():
-        end = total(after, name, labels)
-        figures[field] = None if end is None else scale * (end - (total(before, name, labels) or 0.0))
+        change = _change(before, after, name, labels)
+        figures[field] = None if change is None else scale * change
     figures["peak_device_blocks"] = total(after, PEAK_BLOCKS, {})
     figures["peak_device_blocks_by_stage"] = {
         stage: total(after, PEAK_BLOCKS, {"stage": stage}) for stage in _label_values(after, PEAK_BLOCKS, "stage")
@@ -55,22 +55,26 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration
         for stage in _label_values(after, BLOCK_SECONDS, "stage")
     }
     figures["preloads"] = {
-        outcome: total(after, PRELOADS, {"outcome": outcome}) - (total(before, PRELOADS, {"outcome": outcome}) or 0.0)
+        outcome: _change(before, after, PRELOADS, {"outcome": outcome})
         for outcome in _label_values(after, PRELOADS, "outcome")
     }
     figures["unheard_units"] = {
-        stage: total(after, UNHEARD, {"stage": stage}) - (total(before, UNHEARD, {"stage": stage}) or 0.0)
-        for stage in _label_values(after, UNHEARD, "stage")
+        stage: _change(before, after, UNHEARD, {"stage": stage}) for stage in _label_values(after, UNHEARD, "stage")
     }
     return figures
 
 
+def _change(before: Mapping[str, float], after: Mapping[str, float], name: str,
+            labels: Mapping[str, str]) -> float | None:
+    """How much counter `name` (with `labels`) grew between the scrapes; None if `after` has none."""
+    end = total(after, name, labels)
+    return None if end is None else end - (total(before, name, labels) or 0.0)
+
+
 def _mean_blocks(before: Mapping[str, float], after: Mapping[str, float], labels: Mapping[str, str],
                  duration_s: float) -> float | None:
-    end = total(after, BLOCK_SECONDS, labels)
-    if end is None or duration_s <= 0:
-        return None
-    return (end - (total(before, BLOCK_SECONDS, labels) or 0.0)) / duration_s
+    held = _change(before, after, BLOCK_SECONDS, labels)
+    return None if held is None or duration_s <= 0 else held / duration_s
 
 
 def total(samples: Mapping[str, float], name: str, labels: Mapping[str, str]) -> float | None:
