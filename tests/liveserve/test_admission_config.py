@@ -32,6 +32,7 @@ def test_default_and_given_admission_settings_load(tmp_path):
         ({"min_cap": 3, "initial_cap": 2}, r"admission: initial_cap \(2\) must be at least min_cap \(3\)"),
         ({"target": 1.5}, r"admission: target must be a number in \(0, 1\]"),
         ({"decrease_factor": 1.0}, r"admission: decrease_factor must be a number in \(0, 1\), got 1.0"),
+        ({"decrease_after": 0}, r"admission: decrease_after must be a positive integer, got 0"),
         ({"interval_s": 0}, r"admission: interval_s must be a finite number of seconds > 0"),
         ({"forecast_window_s": -1}, r"admission: forecast_window_s must be a finite number of seconds > 0"),
         ({"probe_wait_s": 1.0}, r"admission: probe_wait_s must be null or a finite number of seconds >= the latency "

@@ -14,7 +14,7 @@ GOOD, BAD = 0.02, 0.06
 def aimd(**overrides) -> AIMDAdmission:
     config = AdmissionConfig(**{"policy": "aimd", "initial_cap": 4, "min_cap": 1, "target": 0.5,
                                 "decrease_factor": 0.7, "interval_s": 1.0, "latency_window_s": None,
-                                "probe_wait_s": None, **overrides})
+                                "probe_wait_s": None, "decrease_after": 1, **overrides})
     return AIMDAdmission(config, BUDGET_S, max_cap=8)
 
 
@@ -127,6 +127,31 @@ def test_frames_older_than_the_window_no_longer_count():
     assert interval(gate, 1.0, 3, GOOD).num_frames == 1
     assert interval(gate, 2.0, 3).num_frames == 1  # the frame at 0.5 is still within (0, 2]
     assert interval(gate, 3.0, 3).num_frames == 0 and gate.last.decision == "hold"
+
+
+def test_with_decrease_after_2_one_slow_interval_holds_and_is_not_judged_twice():
+    gate = aimd(initial_cap=6, latency_window_s=3.0, decrease_after=2)
+    gate.tick(6, 0.0)
+    assert interval(gate, 1.0, 6, BAD).decision == "hold" and gate.cap == 6
+    # the bad frame at 0.5 is still inside the 3-s window but was judged: only newer frames count
+    assert interval(gate, 2.0, 6, GOOD).decision == "hold" and gate.last.num_frames == 1
+    assert interval(gate, 3.0, 6, BAD).decision == "hold"  # a good judgment in between: the count starts over
+    assert interval(gate, 4.0, 6, BAD).decision == "decrease" and gate.cap == 4  # floor(6 x 0.7)
+    assert gate.adjustments == {"increase": 0, "decrease": 1, "hold": 3}
+
+
+def test_with_decrease_after_2_a_judgment_without_frames_keeps_the_count():
+    gate = aimd(initial_cap=6, decrease_after=2)
+    gate.tick(6, 0.0)
+    assert [interval(gate, 1.0, 6, BAD).decision, interval(gate, 2.0, 6).decision,
+            interval(gate, 3.0, 6, BAD).decision] == ["hold", "hold", "decrease"]
+
+
+def test_after_an_unconfirmed_slow_interval_a_rise_waits_for_a_whole_window_of_newer_frames():
+    gate = aimd(initial_cap=4, latency_window_s=2.0, decrease_after=2)
+    gate.tick(4, 0.0)
+    decisions = [interval(gate, 1.0, 4, BAD).decision] + [interval(gate, float(s), 4, GOOD).decision for s in (2, 3)]
+    assert decisions == ["hold", "hold", "increase"] and gate.cap == 5
 
 
 def climb(gate: AIMDAdmission, start: int, end: int) -> list[str]:

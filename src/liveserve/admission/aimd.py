@@ -24,8 +24,10 @@ class AIMDAdmission(AdmissionGate):
     """Additive increase, multiplicative decrease of the cap, once per `config.interval_s`.
 
     At the end of an interval, the p99 of the frames of the last `config.window_s`:
-    over target x frame budget -> decrease to max(min_cap, floor(live x
-    decrease_factor)) (a decrease never raises the cap); otherwise, when a whole
+    over target x frame budget for the `config.decrease_after`-th judgment in a row
+    -> decrease to max(min_cap, floor(live x decrease_factor)) (a decrease never
+    raises the cap); over target before that -> hold, and the next judgment sees only
+    frames after this one, so one slow moment is not judged twice; otherwise, when a whole
     window has passed since the last change of the cap (or the first tick), cap - 1
     <= live <= cap (sessions approach the cap from below: above it, after a drop,
     the load is already more than the cap allows) and cap < max_cap -> increase by
@@ -56,6 +58,7 @@ class AIMDAdmission(AdmissionGate):
         self._ceiling: int | None = None  # the lowest load a probe has not yet shown to hold
         self._probe_wait = config.probe_wait_s
         self._probing = False  # the last change raised the cap to the ceiling or above
+        self._violations = 0  # judgments over target in a row
 
     @property
     def cap(self) -> int:
@@ -80,10 +83,15 @@ class AIMDAdmission(AdmissionGate):
         if latency is None:
             return "hold"
         if latency > self.limit_s:
+            self._violations += 1
+            if self._violations < self.config.decrease_after:
+                return self._changed("hold", now)
+            self._violations = 0
             self._back_off(live)
             lowered = math.floor(live * self.config.decrease_factor + FLOOR_EPSILON)
             self._cap = min(self._cap, max(self.config.min_cap, lowered))
             return self._changed("decrease", now)
+        self._violations = 0
         if now - self._evidence_since < self._wait_before_increase():
             return "hold"
         if self._cap - 1 <= live <= self._cap < self.max_cap:

@@ -16,7 +16,8 @@ class AdmissionConfig:
     `initial_cap` and every `interval_s` raises it by one while the p99 per-frame
     latency of the last `latency_window_s` (null: `interval_s`) is at most `target` x
     the frame budget and live sessions are at the cap or one below it, or drops it to
-    max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over; every
+    max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over in
+    `decrease_after` judgments in a row, each on frames newer than the last; every
     change waits for a whole window of frames at the new load before the next. The cap never
     exceeds server.max_sessions. After a decrease, raising the cap back to the live count
     that was too much waits `probe_wait_s` of good frames, twice that after each such probe
@@ -29,6 +30,7 @@ class AdmissionConfig:
     min_cap: int = 1
     target: float = 0.45
     decrease_factor: float = 0.9
+    decrease_after: int = 2
     interval_s: float = 1.0
     latency_window_s: float | None = 2.0
     probe_wait_s: float | None = 20.0
@@ -39,7 +41,7 @@ class AdmissionConfig:
 
         if self.policy not in admission_policy_names():
             raise ValueError(f"unknown admission policy {self.policy!r}; choose from {list(admission_policy_names())}")
-        require_positive_ints(self, "initial_cap", "min_cap")
+        require_positive_ints(self, "initial_cap", "min_cap", "decrease_after")
         if self.initial_cap < self.min_cap:
             raise ValueError(f"initial_cap ({self.initial_cap}) must be at least min_cap ({self.min_cap})")
         require_number(self, "target", lambda v: 0 < v <= 1, "a number in (0, 1] (a fraction of the frame budget)")
