@@ -23,17 +23,17 @@ def p99(latencies: list[float]) -> float | None:
 class AIMDAdmission(AdmissionGate):
     """Additive increase, multiplicative decrease of the cap, once per `config.interval_s`.
 
-    At the end of an interval, the p99 of the frames of the last `config.window_s`:
-    over target x frame budget for the `config.decrease_after`-th judgment in a row
-    -> decrease to max(min_cap, floor(live x decrease_factor)) (a decrease never
-    raises the cap); over target before that -> hold, and the next judgment sees only
-    frames after this one, so one slow moment is not judged twice; otherwise, when a whole
-    window has passed since the last change of the cap (or the first tick), cap - 1
-    <= live <= cap (sessions approach the cap from below: above it, after a drop,
-    the load is already more than the cap allows) and cap < max_cap -> increase by
-    one; else hold. Every change forgets the frames before it, so each step is
-    judged on a whole window of frames at the load it let in. No frames in the window: hold. The first tick starts the
-    first interval.
+    At the end of an interval, the p99 of the frames of the last `config.window_s`: over
+    target x frame budget for the `config.decrease_after`-th judgment in a row ->
+    decrease to max(min_cap, floor(live x decrease_factor)) (a decrease never raises the
+    cap); over target before that -> hold, and the next judgment sees only frames after
+    this one, so one slow moment is not judged twice; otherwise, when a whole window has
+    passed since the last change of the cap (or the first tick), cap - 1 <= live <= cap
+    (sessions approach the cap from below: above it, after a drop, the load is already
+    more than the cap allows) and cap < max_cap -> increase by one; else hold. Every
+    change forgets the frames before it, so each step is judged on a whole window of
+    frames at the load it let in. No frames in the window: hold. The first tick starts
+    the first interval.
 
     Probing backs off (`config.probe_wait_s`; None: never). A decrease sets the
     ceiling to the live count that was too much. An increase to a cap at or above

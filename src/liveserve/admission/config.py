@@ -18,10 +18,10 @@ class AdmissionConfig:
     the frame budget and live sessions are at the cap or one below it, or drops it to
     max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over in
     `decrease_after` judgments in a row, each on frames newer than the last; every
-    change waits for a whole window of frames at the new load before the next. The cap never
-    exceeds server.max_sessions. After a decrease, raising the cap back to the live count
-    that was too much waits `probe_wait_s` of good frames, twice that after each such probe
-    fails (null: one window, like any increase).
+    change waits for a whole window of frames at the new load before the next. The cap
+    never exceeds server.max_sessions. After a decrease, raising the cap back to the
+    live count that was too much waits `probe_wait_s` of good frames, twice that after
+    each such probe fails (null: one window, like any increase).
     `forecast_window_s`: how much occupancy history the fill-rate fit uses.
     """
 
