@@ -48,8 +48,11 @@ turnover() {  # sessions offered at 1.2/s that hang up after 90 s (~108 would be
   local ramp="$unbounded $WINDOW"
   run ramp_turnover_t050_1 $ramp --admission-set target=0.5  # target = the sweep's test: p99 under half the budget
   run ramp_turnover_t050_2 $ramp --admission-set target=0.5
+  run ramp_turnover_t050_3 $ramp --admission-set target=0.5
   run ramp_turnover_t050_at_once $ramp --admission-set target=0.5 --admission-set decrease_after=1  # for contrast
   run ramp_turnover_defaults $ramp  # the default AIMD settings (configs/tiny-omni-cpu.yaml): target 0.45
+  run ramp_turnover_t048_1 $ramp --admission-set target=0.48  # a target 10 ms under the test's line
+  run ramp_turnover_t048_2 $ramp --admission-set target=0.48
   run ramp_turnover_unbounded_t050 $unbounded --admission-set target=0.5  # the same controller without windows
 }
 
