@@ -94,7 +94,8 @@ class StageEngine:
         return outputs
 
     def _integrate_residency(self) -> None:
-        """Add the blocks held since the last step, times the time since, to `kv_block_seconds`."""
+        """Add the blocks held since the last call, times the time since, to `kv_block_seconds` (before
+        every change: a step's scheduling, a batch of commands)."""
         kv, now = self.scheduler.kv, self.scheduler.clock()
         if kv is not None and self._held_since is not None:
             self.stats.kv_block_seconds += kv.num_used_blocks * (now - self._held_since)
@@ -123,6 +124,7 @@ class StageEngine:
             batch = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
         except queue.Empty:
             return
+        self._integrate_residency()  # commands may free blocks: what was held until now counts first
         while True:
             for command in batch:
                 self._apply(command)

@@ -331,6 +331,20 @@ def test_engine_integrates_the_blocks_it_holds_over_the_schedulers_clock():
     assert engine.status().kv_block_seconds == pytest.approx(2 * 2.0)
 
 
+def test_blocks_freed_by_a_command_while_the_engine_waits_idle_count_until_the_command():
+    engine, _, kv = engine_with()
+    clock = engine.scheduler.clock
+    engine.submit(AddRequest(thinker("a", 0.0, list(range(7)), max_tokens=1, close=False)))
+    engine_step(engine)  # 2 blocks held from here on
+    clock.t = 2.0
+    engine.submit(AbortRequest("a"))
+    engine._apply_commands(wait_s=0.01)  # the idle loop's wait, outside a step
+    assert kv.num_used_blocks == 0
+    clock.t = 5.0
+    engine_step(engine)
+    assert engine.status().kv_block_seconds == pytest.approx(2 * 2.0)
+
+
 def test_engine_turns_a_rejected_command_into_an_error_output_and_goes_on():
     engine, emit, _ = engine_with()
     engine.submit(AddRequest(thinker("a", 0.0, [1, 2, 3], max_tokens=4, close=False)))
