@@ -32,6 +32,9 @@ class StageStatus:
     kv_blocks_peak: int
     kv_block_seconds: float  # device blocks held, integrated over the scheduler's clock
     last_batch_size: int
+    num_steps: int  # steps that ran a batch
+    num_step_tokens: int  # positions computed in them
+    busy_s: float  # wall time spent executing them
     is_idle: bool
     policy_counters: dict[str, int] = field(default_factory=dict)  # cumulative, named by the policy
     kv_counters: dict[str, float] = field(default_factory=dict)  # cumulative tier, transfer and reload figures
@@ -173,6 +176,9 @@ class StageEngine:
             kv_blocks_peak=kv.peak_used_blocks if kv else 0,
             kv_block_seconds=self.stats.kv_block_seconds,
             last_batch_size=self.stats.last_batch_size,
+            num_steps=self.stats.num_steps,
+            num_step_tokens=self.stats.num_tokens,
+            busy_s=self.stats.busy_s,
             is_idle=self._is_idle,
             policy_counters=self.scheduler.policy.counters,
             kv_counters=self._kv_counters(),

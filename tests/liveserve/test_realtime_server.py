@@ -222,6 +222,26 @@ def test_health_and_metrics(server):
     assert server.metric("liveserve_audio_ttfp_seconds_count") >= 0
 
 
+def test_step_counters_grow_with_a_reply(server):
+    def counters(stage: str) -> tuple[float, ...]:
+        return tuple(server.metric(f"liveserve_stage_{name}_total", stage=stage)
+                     for name in ("steps", "step_tokens", "busy_seconds"))
+
+    async def reply():
+        async with connect(server) as ws:
+            client = Client(ws)
+            await client.next("session.created")
+            await client.ask("Count to three.", max_output_tokens=4)
+            await client.next("response.done", timeout=120)
+
+    before = {stage: counters(stage) for stage in ("thinker", "talker", "vocoder")}
+    run(reply())
+    for stage, (steps, tokens, busy) in before.items():
+        after_steps, after_tokens, after_busy = counters(stage)
+        assert after_steps > steps and after_busy > busy, stage
+        assert after_tokens - tokens >= after_steps - steps, stage  # every counted step ran at least one position
+
+
 def test_liveserve_client_against_the_server(server, tmp_path):
     import json
     import subprocess

@@ -67,6 +67,35 @@ def test_greedy_and_sampled_rows_mix_in_one_batch():
     assert tokens[1] in torch.topk(logits[1], 3).indices.tolist()
 
 
+def expected_probabilities(logits: torch.Tensor, temperature: float, top_k: int) -> torch.Tensor:
+    kept = torch.full_like(logits, float("-inf"))
+    top = torch.topk(logits, top_k or len(logits))
+    kept[top.indices] = top.values
+    return torch.softmax(kept.double() / temperature, dim=-1)
+
+
+def test_rows_with_different_top_k_draw_from_their_own_distributions():
+    logits = random_logits(3, seed=8)
+    params = [SamplingParams(temperature=0.7, top_k=3), SamplingParams(temperature=1.5),
+              SamplingParams(temperature=1.0, top_k=8)]
+    gens, draws = generators(3, seed=10), 6000
+    counts = torch.zeros(3, VOCAB, dtype=torch.float64)
+    for _ in range(draws):
+        for row, token in enumerate(sample(logits, params, gens)):
+            counts[row, token] += 1
+    for row, p in enumerate(params):
+        expected = expected_probabilities(logits[row], p.temperature, p.top_k)
+        assert (counts[row] / draws - expected).abs().max() < 0.025  # ~4 standard errors at p = 0.5
+        assert counts[row][expected == 0].sum() == 0
+
+
+def test_non_finite_logits_are_refused():
+    logits = random_logits(2, seed=11)
+    logits[1, 4] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        sample(logits, [SamplingParams(temperature=1.0)] * 2, generators(2))
+
+
 @pytest.mark.parametrize("temperature", [-0.1, 5.5, float("nan"), "hot", None])
 def test_bad_temperature_names_the_field(temperature):
     with pytest.raises(ValueError, match=r"temperature must be a number in \[0, 5\]"):

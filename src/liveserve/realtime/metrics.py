@@ -20,8 +20,8 @@ UNITS_BY_STAGE = {"thinker": "text_tokens", "talker": "codec_frames", "vocoder":
 
 
 class StageCollector(Collector):
-    """Per-stage queue depth, batch size, preemptions and KV blocks (used, free, peak, and held
-    integrated over time), read at scrape time."""
+    """Per-stage queue depth, batch size, preemptions, steps run (count, positions, wall time) and KV
+    blocks (used, free, peak, and held integrated over time), read at scrape time."""
 
     def __init__(self, statuses: Callable[[], Iterable[StageStatus]]) -> None:
         self.statuses = statuses
@@ -37,11 +37,17 @@ class StageCollector(Collector):
             "peak": GaugeMetricFamily("liveserve_kv_blocks_peak", "Most KV blocks in use at once", labels=["stage"]),
             "held": CounterMetricFamily("liveserve_kv_block_seconds", "KV blocks in use, integrated over time",
                                         labels=["stage"]),
+            "steps": CounterMetricFamily("liveserve_stage_steps", "Steps that ran a batch", labels=["stage"]),
+            "tokens": CounterMetricFamily("liveserve_stage_step_tokens", "Positions computed by the stage's steps",
+                                          labels=["stage"]),
+            "busy": CounterMetricFamily("liveserve_stage_busy_seconds", "Wall time of the stage's steps",
+                                        labels=["stage"]),
         }
         for s in self.statuses():
             for key, value in (("requests", s.num_requests), ("ready", s.num_ready), ("batch", s.last_batch_size),
                                ("preempt", s.num_preemptions), ("used", s.kv_blocks_used), ("free", s.kv_blocks_free),
-                               ("peak", s.kv_blocks_peak), ("held", s.kv_block_seconds)):
+                               ("peak", s.kv_blocks_peak), ("held", s.kv_block_seconds), ("steps", s.num_steps),
+                               ("tokens", s.num_step_tokens), ("busy", s.busy_s)):
                 families[key].add_metric([s.name], value)
         yield from families.values()
 
