@@ -152,8 +152,9 @@ def _read_stage(section: Section, kind: str, model, seed: int, weights: Path | N
     scheduler = section.section("scheduler").fill(SchedulerConfig)
     kv = section.section("kv").fill(KVSpec) if kind in ("thinker", "talker") else None
     window = _read_window(section) if kind in ("thinker", "talker") else None
+    threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
-                 seed=seed, checkpoint=weights, window=window)
+                 seed=seed, checkpoint=weights, window=window, threads=threads)
 
 
 def _read_window(section: Section) -> WindowSpec | None:

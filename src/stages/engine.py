@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechStarted, StopGeneration, Wake
 from stages.plan import RunnerOutput, StageOutput
 from stages.runners.base import ModelRunner
@@ -58,12 +60,16 @@ class StageEngine:
 
     Every request lives on the engine's thread: other threads only `submit` commands
     and receive outputs through `emit`, called on the engine thread after each step.
+    With `num_threads`, that thread's torch ops use that many intra-op threads (the
+    setting is per thread); otherwise the process default.
     A command that a request rejects and a runner failure become error outputs for
     the requests concerned; the engine itself keeps running.
     """
 
-    def __init__(self, name: str, scheduler: Scheduler, runner: ModelRunner, emit: Callable[[list[StageOutput]], None]) -> None:
+    def __init__(self, name: str, scheduler: Scheduler, runner: ModelRunner, emit: Callable[[list[StageOutput]], None],
+                 num_threads: int | None = None) -> None:
         self.name = name
+        self.num_threads = num_threads
         self.scheduler = scheduler
         self.runner = runner
         self.emit = emit
@@ -196,6 +202,8 @@ class StageEngine:
 
     def run(self) -> None:
         """The engine thread's loop: sleep on the command queue while nothing is ready."""
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
         while not self._stop.is_set():
             if self._mark_idle():
                 self._apply_commands(wait_s=IDLE_WAIT_S)

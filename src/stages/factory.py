@@ -88,7 +88,9 @@ class StageSpec:
 
     `window` (thinker and talker; None: unbounded) bounds what each request attends to
     and keeps in KV; it takes no host tier, and the pool must hold one request's sinks,
-    window and largest chunk.
+    window and largest chunk. `threads` is how many intra-op threads the stage's steps
+    compute with (None: the process default): stages computing at once on a few cores
+    each with all of them oversubscribe the cores.
     """
 
     name: str
@@ -99,10 +101,13 @@ class StageSpec:
     seed: int = 0
     checkpoint: Path | None = None
     window: WindowSpec | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.threads is not None:
+            require_positive_ints(self, "threads")
         if self.kind in ("thinker", "talker") and self.kv is None:
             raise ValueError(f"stage {self.name!r} ({self.kind}) needs a kv section")
         if self.window is not None:
@@ -160,5 +165,5 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     else:
         runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
     scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, spec.window, device)
-    engines.append(StageEngine(spec.name, scheduler, runner, emit))
+    engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads))
     return engines[0]

@@ -17,6 +17,7 @@ def test_default_config_loads():
     assert pipeline.talker.model.thinker_hidden_size == pipeline.thinker.model.hidden_size
     assert pipeline.vocoder.model.codec_vocab_size == pipeline.talker.model.codec_vocab_size
     assert pipeline.talker_to_vocoder.first_chunk == 4
+    assert (pipeline.thinker.threads, pipeline.talker.threads, pipeline.vocoder.threads) == (None, 1, 1)
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,8 @@ def test_default_config_loads():
         (lambda d: d["model"]["vocoder"].update(samples_per_frame=-3), r"model\.vocoder: samples_per_frame"),
         (lambda d: d["model"]["thinker"].pop("hidden_size"), r"model\.thinker\.hidden_size: required"),
         (lambda d: d.update(extra=1), r"extra: unknown field"),
+        (lambda d: d["stages"]["talker"].update(threads=0), r"stages\.talker: threads must be a positive integer"),
+        (lambda d: d["stages"]["vocoder"].update(threads="two"), r"stages\.vocoder\.threads: expected"),
     ],
 )
 def test_config_mistakes_name_the_field(tmp_path, edit, message):

@@ -460,3 +460,33 @@ def test_engine_thread_runs_four_requests_concurrently_with_a_real_model():
     assert max(runner.batch_sizes) > 1  # requests really shared steps
     assert kv.num_used_blocks == 0 and scheduler.requests == {}
     kv.check_integrity()
+
+
+class ThreadCountingRunner(FakeRunner):
+    """Records how many intra-op threads torch uses while each batch runs."""
+
+    def __init__(self, kv: KVCacheManager) -> None:
+        super().__init__(kv)
+        self.threads: list[int] = []
+
+    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
+        self.threads.append(torch.get_num_threads())
+        return super().execute(plan)
+
+
+def test_an_engine_computes_with_its_own_thread_count_and_leaves_the_others_alone():
+    kv = make_kv(32)
+    runner, emit, done = ThreadCountingRunner(kv), Collector(), threading.Event()
+    engine = StageEngine("talker", Scheduler(SchedulerConfig(), kv, FakeClock()), runner,
+                         lambda outputs: (emit(outputs), any(o.is_finished for o in outputs) and done.set()),
+                         num_threads=1)
+    process_threads = torch.get_num_threads()
+    assert process_threads > 1, "needs a process default above one thread to tell the settings apart"
+    engine.start()
+    try:
+        engine.submit(AddRequest(thinker("r", 0.0, [5, 6, 7], max_tokens=3)))
+        assert done.wait(timeout=10)
+    finally:
+        engine.stop()
+    assert runner.threads and set(runner.threads) == {1}
+    assert torch.get_num_threads() == process_threads
