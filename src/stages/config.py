@@ -16,8 +16,10 @@ class SchedulerConfig:
     below `p_safe_ms` are at risk; at or above `p_yield_ms` (may be .inf: never) the
     request is held while a listener waits for first audio or is at risk at any stage
     on the same device; at or above `p_max_ms` (may be .inf: never) it is held until
-    playback brings it back under; `alpha` weighs barge-in exposure and `beta` KV-pressure
-    relief in the utility that orders the remaining requests.
+    playback brings it down to `p_resume_ms` (None: back under `p_max_ms`; a lower mark
+    paces in bursts, leaving a held context idle long enough to leave the device);
+    `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the utility that
+    orders the remaining requests.
     """
 
     policy: str = "fcfs"
@@ -26,6 +28,7 @@ class SchedulerConfig:
     p_safe_ms: float = 400.0
     p_max_ms: float = 2000.0
     p_yield_ms: float = 1000.0
+    p_resume_ms: float | None = None
     alpha: float = 1.0
     beta: float = 0.25
 
@@ -36,6 +39,9 @@ class SchedulerConfig:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
         for name in ("p_max_ms", "p_yield_ms"):
             require_number(self, name, lambda v: v > self.p_safe_ms, f"a number > p_safe_ms ({self.p_safe_ms})")
+        if self.p_resume_ms is not None:
+            require_number(self, "p_resume_ms", lambda v: self.p_safe_ms < v < self.p_max_ms,
+                           f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
         for name in ("alpha", "beta"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
         if self.policy not in policy_names():

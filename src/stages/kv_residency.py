@@ -9,6 +9,7 @@ from stages.interaction import InteractionView
 from stages.requests.base import RequestStatus, StageRequest
 
 SWEEP_S = 0.1
+RESUME_LEAD_S = 0.3  # a held request's offloaded KV starts coming back this long before it resumes
 
 
 @dataclass
@@ -33,6 +34,9 @@ class KVResidency:
       and the request waits. The wait, from the round that found the KV away to the
       load's completion, is reload time on the critical path; load time nobody
       waited for is off it.
+    - `held` is told which requests the policy holds for a while and when each
+      resumes: their KV becomes evictable with that next use and is written back,
+      and what left starts loading RESUME_LEAD_S before the resume. `woke` ends it.
     - `speech_started` protects the request's KV for the expected lead time (when
       `protect_speaking`) and, when `preload` is on, starts a background load.
     - With `idle_offload_s` set, `sweep` (at most every SWEEP_S) moves to the host the
@@ -63,13 +67,25 @@ class KVResidency:
         if self.tiered and request.status is RequestStatus.RUNNING:
             self.kv.set_evictable(request.request_id, False)
 
+    def held(self, resume_at: dict[str, float], was_held: dict[str, float], now: float) -> None:
+        if not self.tiered:
+            return
+        kv = self.kv
+        for request_id, at in resume_at.items():
+            if request_id not in was_held:
+                kv.set_evictable(request_id, True)
+                kv.store(request_id)
+            kv.set_next_use(request_id, at)
+            if at - now <= RESUME_LEAD_S and not kv.is_resident(request_id):
+                kv.preload(request_id, max(0.0, at - now))
+
     def refresh_hints(self, dormant: list[StageRequest], now: float) -> None:
         """Update next-use hints of dormant residents (before choosing victims)."""
         for request in dormant:
             self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
 
     def sweep(self, dormant: list[StageRequest], now: float) -> None:
-        if self.idle_offload_s is None or now < self._next_sweep or not dormant:
+        if self.idle_offload_s is None or now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_S
         self.refresh_hints(dormant, now)

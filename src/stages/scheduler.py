@@ -33,8 +33,10 @@ class Scheduler:
 
     With a host KV tier (see KVResidency), dormant residents are written back and,
     before anything is preempted, their device blocks are evicted by the tier's
-    policy; a RUNNING request whose KV is away waits for it to load. While
-    transfers are in flight, a shortfall waits for them rather than preempting.
+    policy; so are those of requests the policy holds for a while (its `resume_at`),
+    next used when it expects to resume them. A RUNNING request whose KV is away
+    waits for it to load. While transfers are in flight, a shortfall waits for them
+    rather than preempting.
 
     With a `window` (no host tier), every committed chunk frees the request's blocks
     that no later query reads (between its sink blocks and the block where the next
@@ -54,6 +56,7 @@ class Scheduler:
         self.requests: dict[str, StageRequest] = {}
         self._outputs: list[StageOutput] = []
         self._dormant: list[StageRequest] = []
+        self._held: dict[str, float] = {}  # the policy's last `resume_at`
         self._growth = 0  # admitted requests still to plan in this round
         self.num_preemptions = 0
 
@@ -116,6 +119,8 @@ class Scheduler:
         if self.residency is not None:
             self.residency.sweep(self._dormant, now)
         ordered = self.policy.order(ready, now)
+        if self.residency is not None:
+            self._follow_holds(now)
         if not ordered:
             return plan
         budget = self.config.max_num_batched_tokens
@@ -151,6 +156,17 @@ class Scheduler:
                     self._dormant.append(request)
         self._reap(finished)
         return ready
+
+    def _follow_holds(self, now: float) -> None:
+        """KV of requests the policy holds may leave until they resume; a released one is in use again
+        (unless it has gone dormant meanwhile)."""
+        resume_at = self.policy.resume_at
+        for request_id in self._held.keys() - resume_at.keys():
+            request = self.requests.get(request_id)
+            if request is not None and not request.is_dormant:
+                self.residency.woke(request)
+        self.residency.held(resume_at, self._held, now)
+        self._held = resume_at
 
     def _plan_chunk(
         self, request: StageRequest, budget: int, ordered: list[StageRequest], plan: SchedulerPlan

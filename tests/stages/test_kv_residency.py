@@ -10,7 +10,7 @@ import torch
 from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig
 from stages.config import SamplingParams, SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
-from stages.kv_residency import KVResidency
+from stages.kv_residency import RESUME_LEAD_S, KVResidency
 from stages.plan import RunnerOutput, SchedulerPlan
 from stages.requests import TurnInput
 from stages.runners.base import ModelRunner
@@ -58,13 +58,14 @@ class NextUseView(InteractionView):
 
 
 def make(eviction: str, num_blocks: int, preload: bool = False, view: InteractionView | None = None,
-         idle_offload_s: float | None = None):
+         idle_offload_s: float | None = None, **scheduler_config):
     clock = FakeClock()
     config = KVPoolConfig(num_blocks=num_blocks, num_layers=1, num_kv_heads=1, head_dim=1, block_size=BLOCK)
     host = None if eviction == "none" else HostTierConfig(4 * num_blocks)
     kv = KVCacheManager(config, host, eviction, clock, transfer_mode="inline" if host else "thread")
     residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use", idle_offload_s=idle_offload_s)
-    scheduler = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64), kv, clock, view, residency)
+    scheduler = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64, **scheduler_config), kv, clock,
+                          view, residency)
     return scheduler, KVWritingRunner(kv), kv, clock
 
 
@@ -195,3 +196,52 @@ def test_dormant_kv_not_needed_soon_leaves_the_device_without_pressure():
     clock.t = 1.05
     scheduler.schedule()
     assert kv.is_resident("s/c") and not kv.is_resident("s/a")
+
+
+class PlayingView(NextUseView):
+    """Playback telemetry set by the test: `play(seq, ms)` is `ms` of audio left to hear from now on."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.states: dict[str, PlaybackState] = {}
+
+    def playback(self, request_id: str) -> PlaybackState | None:
+        return self.states.get(request_id)
+
+    def play(self, request_id: str, buffer_ms: float) -> None:
+        self.states[request_id] = PlaybackState(started=True, drained_at=self.clock.t + buffer_ms / 1000.0)
+
+
+def one_round(scheduler: Scheduler, runner: KVWritingRunner, kv: KVCacheManager) -> SchedulerPlan:
+    plan = scheduler.schedule()
+    scheduler.check_integrity()
+    scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
+    scheduler.check_integrity()
+    kv.worker.run_all()
+    return plan
+
+
+def test_a_reply_paced_in_bursts_leaves_the_device_while_held_and_is_back_before_it_resumes():
+    clock = FakeClock()
+    view = PlayingView(clock)
+    scheduler, runner, kv, _ = make("next_use", num_blocks=12, preload=True, view=view, idle_offload_s=1.0,
+                                    policy="urgency", p_resume_ms=600.0)
+    scheduler.clock = kv.clock = clock
+    scheduler.add(thinker("s/a", 0.0, list(range(1, 11)), max_tokens=30, close=False))
+    for _ in range(3):  # no telemetry yet: served as first audio (prefill, then two tokens)
+        assert one_round(scheduler, runner, kv).chunks
+    held_blocks = kv.num_blocks_held("s/a")
+    view.play("s/a", 2500.0)  # 2.5 s buffered: held until 0.6 s are left, 1.9 s from now
+    assert not one_round(scheduler, runner, kv).chunks and kv.is_resident("s/a")
+    clock.t = 0.2
+    assert not one_round(scheduler, runner, kv).chunks  # next use 1.7 s away, beyond the 1 s idle horizon
+    assert kv.num_offloaded_blocks("s/a") == held_blocks and kv.num_used_blocks == 0
+    clock.t = 1.9 - RESUME_LEAD_S + 0.05
+    for _ in range(2):  # the load starts, then completes; still held (P = 0.85 s)
+        assert not one_round(scheduler, runner, kv).chunks
+    assert kv.is_resident("s/a") and kv.num_blocks_held("s/a") == held_blocks
+    clock.t = 1.95  # P = 0.55 s: under p_resume, a burst runs on the KV it left with
+    assert [c.request.request_id for c in one_round(scheduler, runner, kv).chunks] == ["s/a"]
+    assert scheduler.residency.counters.critical_s == 0.0 and kv.stats["preloads_hit"] == 1
+    assert scheduler.num_preemptions == 0

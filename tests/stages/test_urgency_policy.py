@@ -61,6 +61,8 @@ def ids(requests) -> list[str]:
     ("alpha", -0.5, "alpha must be a finite number >= 0, got -0.5"),
     ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
+    ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
+    ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
 ])
 def test_urgency_parameters_are_validated_by_name(field, value, message):
     with pytest.raises(ValueError) as error:
@@ -241,6 +243,29 @@ def test_a_request_past_p_max_is_held_even_alone_until_playback_catches_up():
     plan, _ = step(scheduler, runner)
     assert chunks_of(plan) == [("a", 0, 3)]
     assert scheduler.policy.counters["held"] == 3
+
+
+def test_with_p_resume_a_held_request_waits_for_the_lower_mark_and_says_when():
+    view = FakeView(a=playing(2500.0))
+    policy = urgency(view, p_resume_ms=600.0)
+    request = ready("a", 0.0, since=0.0)
+    assert policy.order([request], now=10.0) == [] and policy.resume_at == {"a": pytest.approx(11.9)}
+    view.states["a"] = playing(1500.0)  # under p_max, above p_resume: still held
+    assert policy.order([request], now=10.5) == [] and policy.resume_at == {"a": pytest.approx(11.4)}
+    view.states["a"] = playing(600.0)
+    assert ids(policy.order([request], now=11.4)) == ["a"] and policy.resume_at == {}
+    view.states["a"] = playing(1500.0)  # released: under p_max it is served again
+    assert ids(policy.order([request], now=11.5)) == ["a"]
+    assert policy.counters["held"] == 2
+
+
+def test_without_p_resume_a_hold_ends_under_p_max_and_publishes_no_resume_time():
+    view = FakeView(a=playing(2500.0))
+    policy = urgency(view)
+    request = ready("a", 0.0, since=0.0)
+    assert policy.order([request], now=10.0) == [] and policy.resume_at == {}
+    view.states["a"] = playing(1999.0)
+    assert ids(policy.order([request], now=10.5)) == ["a"]
 
 
 def test_a_held_running_request_is_the_first_active_victim():

@@ -34,6 +34,10 @@ class SchedulingPolicy(ABC):
       it under preemption) and is offered again next round. A policy may hold every
       request it is given (work far ahead of its listener, or a device left to another
       stage's waiting listener); the engine then looks again a few ms later.
+    - `resume_at` maps requests the last `order` held for a while (far ahead of
+      their listener, not just left out for a round) to the clock time each is
+      expected to be served again; their KV may leave the device meanwhile. Empty
+      for a policy that holds nothing that long.
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:
@@ -47,6 +51,7 @@ class SchedulingPolicy(ABC):
         self.view = view
         self.kv = kv
         self.device = device
+        self.resume_at: dict[str, float] = {}
 
     @abstractmethod
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:

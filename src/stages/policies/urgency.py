@@ -35,7 +35,9 @@ class UrgencyPolicy(SchedulingPolicy):
     - Held: started and P >= p_max_ms, never served, even when nothing else is ready:
       generation stays within p_max_ms of what the listener hears (P counts only audio
       that needs no more work from this stage), and that is all a barge-in can throw
-      away. It resumes as playback brings P back under p_max_ms.
+      away. It resumes as playback brings P back under p_max_ms; with `p_resume_ms`
+      set, only once P is down to p_resume_ms, and `resume_at` says when that will be
+      (P draining at 1x), so that the stage may move the held KV out meanwhile.
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
@@ -59,10 +61,13 @@ class UrgencyPolicy(SchedulingPolicy):
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
         if not requests:
             self._report(False)
+            self.resume_at = {}
             return []
         config = self.config
         p_safe, p_max = config.p_safe_ms, config.p_max_ms
         exposure = config.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
+        p_resume = config.p_resume_ms  # None: no bursts, and no KV leaves for a hold
+        was_held, resume_at = self.resume_at, {}
         pressure = config.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
         blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
         playback = self.view.playback if self.view is not None else _no_telemetry
@@ -83,8 +88,10 @@ class UrgencyPolicy(SchedulingPolicy):
                 u0_keys.append(buffer_ms)
                 u0.append(request)
                 continue
-            if buffer_ms >= p_max:
+            if buffer_ms >= p_max or (request.request_id in was_held and buffer_ms > p_resume):
                 num_held += 1
+                if p_resume is not None:
+                    resume_at[request.request_id] = now + (buffer_ms - p_resume) / 1000.0
                 continue
             cost = exposure * (buffer_ms - p_safe)  # -U, lowest first; buffer_ms > p_safe, so no max(0, .)
             if pressure and request.status is running:  # a WAITING request holds no KV
@@ -92,6 +99,7 @@ class UrgencyPolicy(SchedulingPolicy):
             u2_keys.append(cost)
             u2.append(request)
             u2_buffers.append(buffer_ms)
+        self.resume_at = resume_at
         waiting_here = bool(u0) or len(u1) > num_fallbacks
         self._report(waiting_here)
         yielding = waiting_here or (self.device is not None and self.device.listener_waiting)
