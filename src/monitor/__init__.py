@@ -6,7 +6,9 @@ from monitor.playback import PlaybackTracker
 from monitor.registry import MonitorRegistry
 from monitor.session_monitor import BargeIn, InteractionSnapshot, MonitorEvent, SessionMonitor
 from monitor.silero import SileroVAD, VoiceConfidence
-from monitor.turn_detector import SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector, TurnEvent
+from monitor.turn_detector import (
+    SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector, TurnEvent,
+)
 
 __all__ = [
     "BargeIn",
@@ -16,6 +18,7 @@ __all__ = [
     "PlaybackTracker",
     "SessionMonitor",
     "SileroVAD",
+    "SpeechPaused",
     "SpeechStarted",
     "SpeechStopped",
     "TurnDetectionConfig",

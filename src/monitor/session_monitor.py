@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from monitor.playback import PlaybackTracker
-from monitor.turn_detector import SpeechStarted, TurnDetector, TurnEvent
+from monitor.turn_detector import SpeechStarted, SpeechStopped, TurnDetector, TurnEvent
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class SessionMonitor:
             events.append(event)
             if isinstance(event, SpeechStarted):
                 events.extend(self._on_speech_started(event))
-            else:
+            elif isinstance(event, SpeechStopped):
                 self.num_speech_stops += 1
         return events
 

@@ -46,17 +46,25 @@ class SpeechStarted:
 
 
 @dataclass(frozen=True)
+class SpeechPaused:
+    """A silence run that started at audio_pause_ms has lasted half of silence_duration_ms:
+    unless speech resumes, SpeechStopped (the end of the turn) follows in the other half."""
+
+    audio_pause_ms: int
+
+
+@dataclass(frozen=True)
 class SpeechStopped:
     """Speech ended; audio_end_ms = start of the silence that ended it."""
 
     audio_end_ms: int
 
 
-TurnEvent = SpeechStarted | SpeechStopped
+TurnEvent = SpeechStarted | SpeechPaused | SpeechStopped
 
 
 class TurnDetector:
-    """Speech start/stop events for one 16 kHz stream.
+    """Speech start, pause and stop events for one 16 kHz stream.
 
     Audio of any chunk length is cut into consecutive 512-sample windows; the
     remainder waits for the next `feed`. Times are ms of stream audio: window k
@@ -65,8 +73,9 @@ class TurnDetector:
         is the onset.
       - while speaking, a window with p < exit_threshold starts a silence run
         (if none is open); p >= threshold cancels it; p in between does
-        neither. Once the run covers silence_duration_ms of audio, speech
-        stops at the run's start.
+        neither. Once the run covers half of silence_duration_ms, speech pauses
+        (the turn is likely to end soon; once per run, and not in the window that
+        ends it); once it covers silence_duration_ms, speech stops at the run's start.
     Events come out of the `feed` call whose audio completed the deciding
     window; more input never changes events already emitted.
     """
@@ -81,6 +90,7 @@ class TurnDetector:
         self.vad.reset()
         self._pending = np.zeros(0, dtype=np.float32)
         self._silence_start_ms: int | None = None
+        self._paused = False  # SpeechPaused emitted for the open silence run
         self.num_windows = 0
         self.is_speaking = False
 
@@ -118,15 +128,22 @@ class TurnDetector:
         self.is_speaking = True
         return SpeechStarted(max(0, start_ms - self.config.prefix_padding_ms))
 
-    def _maybe_stop(self, probability: float, start_ms: int) -> SpeechStopped | None:
+    def _maybe_stop(self, probability: float, start_ms: int) -> SpeechPaused | SpeechStopped | None:
         if probability >= self.config.threshold:
-            self._silence_start_ms = None
+            self._silence_start_ms, self._paused = None, False
             return None
         if probability < self.config.exit_threshold and self._silence_start_ms is None:
             self._silence_start_ms = start_ms
         silence_start = self._silence_start_ms
-        if silence_start is None or start_ms + WINDOW_MS - silence_start < self.config.silence_duration_ms:
+        if silence_start is None:
             return None
+        silence_ms = start_ms + WINDOW_MS - silence_start
+        if silence_ms < self.config.silence_duration_ms:
+            if not self._paused and 2 * silence_ms >= self.config.silence_duration_ms:
+                self._paused = True
+                return SpeechPaused(silence_start)
+            return None
+        self._paused = False
         self.is_speaking = False
         self._silence_start_ms = None
         return SpeechStopped(silence_start)

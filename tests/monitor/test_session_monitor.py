@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from monitor import BargeIn, SessionMonitor, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import BargeIn, SessionMonitor, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
 
 SPEECH = [0.9] * 5 + [0.0] * 16  # onset at 0 ms, stop after 512 ms of silence (21 windows)
 
@@ -18,8 +18,8 @@ def feed_windows(monitor, num_windows):
 def test_speech_without_a_reply_is_no_barge_in(scripted_vad, clock):
     monitor = make_monitor(scripted_vad, clock, SPEECH)
     clock.t = 4.0
-    assert feed_windows(monitor, 21) == [SpeechStarted(0), SpeechStopped(160)]
-    assert (monitor.num_speech_starts, monitor.num_speech_stops, monitor.num_barge_ins) == (1, 1, 0)
+    assert feed_windows(monitor, 21) == [SpeechStarted(0), SpeechPaused(160), SpeechStopped(160)]
+    assert (monitor.num_speech_starts, monitor.num_speech_stops, monitor.num_barge_ins) == (1, 1, 0)  # a pause is no stop
     assert monitor.last_speech_start == 4.0
 
 
@@ -56,7 +56,7 @@ def test_speech_after_truncated_reply_is_no_barge_in(scripted_vad, clock):
     clock.t = 1.0
     assert BargeIn(0, pytest.approx(1000)) in feed_windows(monitor, 21)
     monitor.playback.truncate()  # the caller cancels the reply
-    assert feed_windows(monitor, 21) == [SpeechStarted(672), SpeechStopped(832)]
+    assert feed_windows(monitor, 21) == [SpeechStarted(672), SpeechPaused(832), SpeechStopped(832)]
     assert monitor.num_barge_ins == 1
 
 

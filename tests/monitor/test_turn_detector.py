@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from monitor import SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
 
 WINDOW = np.zeros(512, dtype=np.float32)
 
@@ -35,9 +35,10 @@ def test_known_script_gives_exact_edges(scripted_vad):
     script = [0.0] * 20 + [0.9] * 30 + [0.1] * 20
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig())
     events = run_windows(detector, len(script))
-    # Start decided on the onset window; stop once silence covers 500 ms:
-    # window 65 ends at 2112 ms = 1600 + 512 (16 windows; 15 would be 480 ms).
-    assert events == [(20, SpeechStarted(640 - 300)), (65, SpeechStopped(1600))]
+    # Start decided on the onset window; a pause once silence covers 250 ms (window 57 ends at
+    # 1856 ms = 1600 + 256); stop once it covers 500 ms: window 65 ends at 2112 ms = 1600 + 512
+    # (16 windows; 15 would be 480 ms).
+    assert events == [(20, SpeechStarted(640 - 300)), (57, SpeechPaused(1600)), (65, SpeechStopped(1600))]
     assert not detector.is_speaking
 
 
@@ -47,10 +48,19 @@ def test_prefix_padding_clamps_at_zero(scripted_vad):
 
 
 def test_blip_shorter_than_silence_duration_does_not_end_speech(scripted_vad):
-    # Speech 0..320 ms, 10 silent windows (320 ms < 500), speech again, then real silence at 960 ms.
+    # Speech 0..320 ms, 10 silent windows (320 ms < 500, but past 250: a pause), speech again,
+    # then real silence at 960 ms.
     script = [0.9] * 10 + [0.1] * 10 + [0.9] * 10 + [0.1] * 16
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
-    assert run_windows(detector, len(script)) == [(0, SpeechStarted(0)), (45, SpeechStopped(960))]
+    assert run_windows(detector, len(script)) == [
+        (0, SpeechStarted(0)), (17, SpeechPaused(320)), (37, SpeechPaused(960)), (45, SpeechStopped(960))]
+
+
+def test_a_silence_pauses_once_however_long_it_lasts(scripted_vad):
+    script = [0.9] * 2 + [0.1] * 40
+    detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0, silence_duration_ms=1000))
+    events = run_windows(detector, len(script))
+    assert events == [(0, SpeechStarted(0)), (17, SpeechPaused(64)), (33, SpeechStopped(64))]
 
 
 def test_hysteresis_band_neither_starts_nor_cancels_silence(scripted_vad):
@@ -59,7 +69,8 @@ def test_hysteresis_band_neither_starts_nor_cancels_silence(scripted_vad):
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
     # 0.4 before speech does not start it; 0.4 during speech does not start silence;
     # silence starts at window 30 (960 ms) and 0.4 afterwards does not cancel it.
-    assert run_windows(detector, len(script)) == [(5, SpeechStarted(160)), (45, SpeechStopped(960))]
+    assert run_windows(detector, len(script)) == [
+        (5, SpeechStarted(160)), (37, SpeechPaused(960)), (45, SpeechStopped(960))]
 
 
 def test_zero_silence_duration_stops_on_first_silent_window(scripted_vad):
@@ -88,7 +99,7 @@ def test_chunk_sizes_that_do_not_divide_512_give_the_same_events(chunk):
     detector = TurnDetector(MeanVAD(), TurnDetectionConfig(prefix_padding_ms=100))
     events = [e for i in range(0, len(audio), chunk) for e in detector.feed(audio[i:i + chunk])]
     # Onset 7 * 32 = 224 ms; silence from 19 * 32 = 608 ms; onset again at 39 * 32 = 1248 ms.
-    assert events == [SpeechStarted(124), SpeechStopped(608), SpeechStarted(1148)]
+    assert events == [SpeechStarted(124), SpeechPaused(608), SpeechStopped(608), SpeechStarted(1148)]
     assert detector.vad.num_windows == len(levels)
 
 
