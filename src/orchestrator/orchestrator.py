@@ -21,7 +21,7 @@ from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
 from orchestrator.session_context import ContextSegment, SessionContext
 from orchestrator.turn import Turn, TurnRequest
 from orchestrator.user_input import UserInput
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechStarted, StopGeneration
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration
 from stages.engine import StageStatus
 from stages.models.tokenizer import TextTokenizer
 from stages.plan import StageOutput
@@ -143,6 +143,13 @@ class Orchestrator:
         session.next_use.on_speech_started(self.clock())
         self.publish_next_use(session)
         self.submit("thinker", SpeechStarted(session.thinker_id, session.next_use.lead_s))
+
+    def note_speech_paused(self, session_id: str, lead_s: float) -> None:
+        """The user went quiet: unless they go on, their turn ends in `lead_s` (the thinker may preload
+        the context now). Ignored for an unknown session."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            self.submit("thinker", SpeechPaused(session.thinker_id, lead_s))
 
     def publish_next_use(self, session: SessionContext) -> None:
         """Tell the stages when the session's context is needed next (see NextUseEstimator)."""

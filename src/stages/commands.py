@@ -45,8 +45,19 @@ class StopGeneration:
 class SpeechStarted:
     """The user of a resident request started speaking; its next turn is expected in about `lead_s`.
 
-    The stage protects the request's KV and, when preload is on, starts bringing
-    offloaded KV back in the background.
+    The stage protects the request's KV and, when preload is on at speech start,
+    starts bringing offloaded KV back in the background.
+    """
+
+    request_id: str
+    lead_s: float
+
+
+@dataclass(frozen=True)
+class SpeechPaused:
+    """The user of a resident request went quiet: unless they go on, their turn ends in `lead_s`.
+
+    When preload is on at pauses, the stage starts bringing offloaded KV back then.
     """
 
     request_id: str
@@ -60,4 +71,4 @@ class Wake:
     request_id: str = ""
 
 
-Command = AddRequest | AppendInput | AbortRequest | StopGeneration | SpeechStarted | Wake
+Command = AddRequest | AppendInput | AbortRequest | StopGeneration | SpeechStarted | SpeechPaused | Wake

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command, SpeechStarted, StopGeneration, Wake
+from stages.commands import (
+    AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration, Wake,
+)
 from stages.plan import RunnerOutput, StageOutput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
@@ -153,6 +155,8 @@ class StageEngine:
                 scheduler.abort(command.request_id)
             elif isinstance(command, SpeechStarted):
                 scheduler.speech_started(command.request_id, command.lead_s)
+            elif isinstance(command, SpeechPaused):
+                scheduler.speech_paused(command.request_id, command.lead_s)
             elif command.request_id in scheduler.requests:
                 self._apply_to_request(command)
         except Exception as exc:  # a bad command fails its request, never the engine

@@ -15,7 +15,7 @@ from stages.commands import Wake
 from stages.config import SchedulerConfig, WindowSpec
 from stages.engine import StageEngine
 from stages.interaction import InteractionView
-from stages.kv_residency import KVResidency
+from stages.kv_residency import PRELOAD_TRIGGERS, KVResidency
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM
@@ -42,8 +42,10 @@ class KVSpec:
     `eviction` names the tier policy: `none` (no host tier: memory pressure preempts
     and recomputes), `lru` or `next_use` (a host tier of `host_blocks` blocks, 0 =
     4x the device pool; copies paced to `emulated_link_gbps` gigabits/s when set).
-    `preload` loads offloaded KV back when the user starts speaking; warmed KV stays
-    protected for at most `warm_protect_s`. `idle_offload_s` (next_use with preload
+    `preload` loads offloaded KV back once the user goes quiet before the end of a turn
+    (`preload_at` "pause", the default: a speaking user's KV stays off the device until
+    then) or as soon as they start speaking ("speech_start"); warmed KV stays protected
+    for at most `warm_protect_s`. `idle_offload_s` (next_use with preload
     only; null: off) moves a dormant session's KV to the host whenever its next use
     is predicted further away than that, memory pressure or not.
     """
@@ -54,6 +56,7 @@ class KVSpec:
     host_blocks: int = 0
     emulated_link_gbps: float | None = None
     preload: bool = False
+    preload_at: str = "pause"
     warm_protect_s: float = 5.0
     idle_offload_s: float | None = None
 
@@ -68,6 +71,8 @@ class KVSpec:
             require_number(self, "emulated_link_gbps", lambda v: 0 < v < math.inf, "a finite number > 0 or null")
         if not isinstance(self.preload, bool):
             raise ValueError(f"preload must be true or false, got {self.preload!r}")
+        if self.preload_at not in PRELOAD_TRIGGERS:
+            raise ValueError(f"preload_at must be one of {PRELOAD_TRIGGERS}, got {self.preload_at!r}")
         if self.eviction == "none" and (self.preload or self.host_blocks):
             raise ValueError("preload and host_blocks need a host tier: set eviction to lru or next_use")
         if self.idle_offload_s is not None:
@@ -155,7 +160,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
             num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim,
         ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
         residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use",
-                                idle_offload_s=spec.kv.idle_offload_s)
+                                idle_offload_s=spec.kv.idle_offload_s, preload_at=spec.kv.preload_at)
         if kv.link_gbps is not None:
             log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
                      spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.link_gbps)

@@ -9,6 +9,7 @@ from stages.interaction import InteractionView
 from stages.requests.base import RequestStatus, StageRequest
 
 SWEEP_S = 0.1
+PRELOAD_TRIGGERS = ("speech_start", "pause")
 RESUME_LEAD_S = 0.3  # a held request's offloaded KV starts coming back this long before it resumes
 
 
@@ -38,7 +39,10 @@ class KVResidency:
       resumes: their KV becomes evictable with that next use and is written back,
       and what left starts loading RESUME_LEAD_S before the resume. `woke` ends it.
     - `speech_started` protects the request's KV for the expected lead time (when
-      `protect_speaking`) and, when `preload` is on, starts a background load.
+      `protect_speaking`); with `preload` on, a background load starts once the
+      user goes quiet (`speech_paused`, `preload_at` "pause"), which keeps a speaking
+      user's KV off the device until their turn is about to end, or at once
+      (`preload_at` "speech_start").
     - With `idle_offload_s` set, `sweep` (at most every SWEEP_S) moves to the host the
       KV of dormant requests not needed for that long, pressure or not, so that
       device residency follows the conversation; speech brings it back (preload).
@@ -46,10 +50,13 @@ class KVResidency:
     """
 
     def __init__(self, kv: KVCacheManager, view: InteractionView | None, preload: bool, protect_speaking: bool,
-                 idle_offload_s: float | None = None) -> None:
+                 idle_offload_s: float | None = None, preload_at: str = "pause") -> None:
+        if preload_at not in PRELOAD_TRIGGERS:
+            raise ValueError(f"preload_at must be one of {PRELOAD_TRIGGERS}, got {preload_at!r}")
         self.kv = kv
         self.view = view
         self.preload = preload
+        self.preload_at = preload_at
         self.protect_speaking = protect_speaking
         self.idle_offload_s = idle_offload_s
         self._next_sweep = 0.0
@@ -108,12 +115,19 @@ class KVResidency:
         return False
 
     def speech_started(self, request_id: str, lead_s: float, now: float) -> str | None:
-        """Protect and preload a resident request whose user started speaking; the preload outcome."""
+        """Protect (and preload at speech start) a request whose user started speaking; the preload outcome."""
         if not self.tiered:
             return None
         if self.protect_speaking:
             self.kv.protect(request_id, now + lead_s)
-        return self.kv.preload(request_id, lead_s) if self.preload else None
+        return self._preload(request_id, lead_s, "speech_start")
+
+    def speech_paused(self, request_id: str, lead_s: float, now: float) -> str | None:
+        """Preload at a pause a request whose user went quiet; the preload outcome."""
+        return self._preload(request_id, lead_s, "pause") if self.tiered else None
+
+    def _preload(self, request_id: str, lead_s: float, trigger: str) -> str | None:
+        return self.kv.preload(request_id, lead_s) if self.preload and self.preload_at == trigger else None
 
     def forget(self, request_id: str) -> None:
         self._waiting_since.pop(request_id, None)

@@ -110,6 +110,10 @@ class Scheduler:
         if self.residency is not None and request_id in self.requests:
             self.residency.speech_started(request_id, lead_s, self.clock())
 
+    def speech_paused(self, request_id: str, lead_s: float) -> None:
+        if self.residency is not None and request_id in self.requests:
+            self.residency.speech_paused(request_id, lead_s, self.clock())
+
     def schedule(self) -> SchedulerPlan:
         now = self.clock()
         plan = SchedulerPlan()

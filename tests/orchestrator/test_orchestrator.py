@@ -281,3 +281,25 @@ def test_deleting_an_earlier_item_rebuilds_the_context(pipeline):
     kept, context, done, thinker_blocks = run(scenario())
     assert context == [t for ids in kept for t in ids]
     assert done.status in ("completed", "incomplete") and thinker_blocks > 0
+
+
+def test_a_pause_in_the_users_speech_reaches_the_thinker_and_an_unknown_session_is_ignored(pipeline):
+    from stages.commands import SpeechPaused
+
+    async def scenario():
+        orch = Orchestrator(pipeline)
+        await orch.start()
+        try:
+            sent = []
+            thinker = orch.stages["thinker"]
+            forward = thinker.submit
+            thinker.submit = lambda command: (sent.append(command), forward(command))
+            orch.open_session("s")
+            orch.note_speech_paused("s", 0.25)
+            orch.note_speech_paused("nobody", 0.25)
+            return sent, orch.sessions["s"].thinker_id
+        finally:
+            await orch.stop()
+
+    sent, thinker_id = run(scenario())
+    assert [c for c in sent if isinstance(c, SpeechPaused)] == [SpeechPaused(thinker_id, 0.25)]

@@ -58,12 +58,13 @@ class NextUseView(InteractionView):
 
 
 def make(eviction: str, num_blocks: int, preload: bool = False, view: InteractionView | None = None,
-         idle_offload_s: float | None = None, **scheduler_config):
+         idle_offload_s: float | None = None, preload_at: str = "pause", **scheduler_config):
     clock = FakeClock()
     config = KVPoolConfig(num_blocks=num_blocks, num_layers=1, num_kv_heads=1, head_dim=1, block_size=BLOCK)
     host = None if eviction == "none" else HostTierConfig(4 * num_blocks)
     kv = KVCacheManager(config, host, eviction, clock, transfer_mode="inline" if host else "thread")
-    residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use", idle_offload_s=idle_offload_s)
+    residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use", idle_offload_s=idle_offload_s,
+                            preload_at=preload_at)
     scheduler = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64, **scheduler_config), kv, clock,
                           view, residency)
     return scheduler, KVWritingRunner(kv), kv, clock
@@ -162,7 +163,7 @@ def test_a_turn_whose_kv_is_away_waits_for_the_load_on_the_critical_path():
 
 def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it():
     view = NextUseView()
-    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")
     three_sessions(scheduler, runner, kv)
     view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
     scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
@@ -182,6 +183,48 @@ def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it
     assert scheduler.residency.counters.critical_s == 0.0 and scheduler.residency.counters.loaded_bytes > 0
 
 
+def test_preload_at_pause_leaves_a_speaking_users_kv_away_until_they_go_quiet():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
+    three_sessions(scheduler, runner, kv)
+    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)
+    scheduler.abort("s/d")
+    clock.t = 2.0
+    scheduler.speech_started("s/a", lead_s=1.5)  # speaking: protected, but nothing loads yet
+    kv.worker.run_all()
+    scheduler.schedule()
+    assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
+    clock.t = 3.0
+    scheduler.speech_paused("s/a", lead_s=0.25)  # quiet: the turn is a quarter of a second away
+    assert kv.stats["preloads_admitted"] == 1
+    kv.worker.run_all()
+    scheduler.schedule()
+    assert kv.is_resident("s/a")
+    clock.t = 3.25
+    next_turn(scheduler, "s/a", [7, 8])
+    run(scheduler, runner, kv)
+    assert kv.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
+
+
+def test_preload_at_speech_start_ignores_pauses():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")
+    three_sessions(scheduler, runner, kv)
+    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)
+    scheduler.abort("s/d")
+    scheduler.speech_paused("s/a", lead_s=0.25)
+    assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
+
+
+def test_an_unknown_preload_trigger_is_refused_by_name():
+    with pytest.raises(ValueError, match="preload_at must be one of"):
+        make("next_use", num_blocks=12, preload=True, preload_at="speech_end")
+
+
 def test_dormant_kv_not_needed_soon_leaves_the_device_without_pressure():
     view = NextUseView()
     scheduler, runner, kv, clock = make("next_use", num_blocks=40, preload=True, view=view, idle_offload_s=5.0)
@@ -191,7 +234,8 @@ def test_dormant_kv_not_needed_soon_leaves_the_device_without_pressure():
     scheduler.schedule()  # the sweep: a and c are needed more than 5 s from now, b is not
     assert [kv.num_offloaded_blocks(s) for s in ("s/a", "s/b", "s/c")] == [3, 0, 3]
     assert kv.num_used_blocks == 3 and scheduler.num_preemptions == 0
-    scheduler.speech_started("s/c", lead_s=2.0)  # c's user speaks: c comes back off the critical path
+    scheduler.speech_started("s/c", lead_s=2.0)  # c's user speaks, then goes quiet: c comes back off the
+    scheduler.speech_paused("s/c", lead_s=0.25)  # critical path
     kv.worker.run_all()
     clock.t = 1.05
     scheduler.schedule()

@@ -18,7 +18,9 @@ from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
 from liveserve.realtime.response_stream import ResponseStream, unheard_json
 from liveserve.realtime.settings import SessionSettings, apply_update, beta_session, ga_session, response_overrides
-from monitor import BargeIn, SessionMonitor, SileroVAD, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import (
+    BargeIn, SessionMonitor, SileroVAD, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector,
+)
 from orchestrator.events import UnheardWork
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.turn import TurnRequest
@@ -158,6 +160,8 @@ class RealtimeSession:
                 self._interrupt("turn_detected")
             else:
                 self._cut_generated_reply()
+        elif isinstance(event, SpeechPaused):
+            self.orch.note_speech_paused(self.session_id, self.settings.turn_detection.silence_duration_ms / 2000)
         elif isinstance(event, SpeechStopped):
             self.emit("input_audio_buffer.speech_stopped", audio_end_ms=event.audio_end_ms,
                       item_id=self.pending_user_item)
