@@ -63,6 +63,7 @@ class KVResidency:
         self.tiered = kv.link_gbps is not None
         self.counters = ReloadCounters()
         self._waiting_since: dict[str, float] = {}
+        self._hold_preloads: set[str] = set()  # held requests whose preload was asked for this hold
 
     def went_dormant(self, request: StageRequest, now: float) -> None:
         if self.tiered and request.status is RequestStatus.RUNNING:
@@ -75,16 +76,20 @@ class KVResidency:
             self.kv.set_evictable(request.request_id, False)
 
     def held(self, resume_at: dict[str, float], was_held: dict[str, float], now: float) -> None:
+        """`resume_at`: the requests held now and when each resumes; `was_held`: the last round's."""
         if not self.tiered:
             return
         kv = self.kv
+        self._hold_preloads &= resume_at.keys()
         for request_id, at in resume_at.items():
             if request_id not in was_held:
                 kv.set_evictable(request_id, True)
                 kv.store(request_id)
             kv.set_next_use(request_id, at)
-            if at - now <= RESUME_LEAD_S and not kv.is_resident(request_id):
-                kv.preload(request_id, max(0.0, at - now))
+            due = at - now <= RESUME_LEAD_S and request_id not in self._hold_preloads
+            if due and not kv.is_resident(request_id):
+                self._hold_preloads.add(request_id)  # once per hold: a miss loads on the path, when it resumes
+                kv.preload(request_id, at - now)
 
     def refresh_hints(self, dormant: list[StageRequest], now: float) -> None:
         """Update next-use hints of dormant residents (before choosing victims)."""
