@@ -35,6 +35,10 @@ def test_default_config_loads():
         (lambda d: d.update(extra=1), r"extra: unknown field"),
         (lambda d: d["stages"]["talker"].update(threads=0), r"stages\.talker: threads must be a positive integer"),
         (lambda d: d["stages"]["vocoder"].update(threads="two"), r"stages\.vocoder\.threads: expected"),
+        (lambda d: d["stages"]["thinker"]["kv"].update(preload_at="speech_end"),
+         r"stages\.thinker\.kv: preload_at must be one of \('speech_start', 'pause'\), got 'speech_end'"),
+        (lambda d: d["stages"]["thinker"]["scheduler"].update(p_resume_ms=2500),
+         r"stages\.thinker\.scheduler: p_resume_ms must be a number between p_safe_ms"),
     ],
 )
 def test_config_mistakes_name_the_field(tmp_path, edit, message):

@@ -161,15 +161,21 @@ def test_a_turn_whose_kv_is_away_waits_for_the_load_on_the_critical_path():
     assert scheduler.residency.counters.background_s == pytest.approx(0.0, abs=0.01)
 
 
-def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it():
-    view = NextUseView()
-    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")
+def a_offloaded_with_room_to_return(scheduler: Scheduler, runner: KVWritingRunner, kv: KVCacheManager,
+                                    view: NextUseView) -> None:
+    """a, b, c go dormant; d's prompt pushes a (needed last) to the host; d then leaves, so a has room to come back."""
     three_sessions(scheduler, runner, kv)
     view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
     scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
     run(scheduler, runner, kv)
+    scheduler.abort("s/d")
+
+
+def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)
     assert kv.num_offloaded_blocks("s/a") == 3
-    scheduler.abort("s/d")  # room for a to come back
     clock.t = 2.0
     scheduler.speech_started("s/a", lead_s=1.5)
     assert kv.stats["preloads_admitted"] == 1
@@ -186,11 +192,7 @@ def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it
 def test_preload_at_pause_leaves_a_speaking_users_kv_away_until_they_go_quiet():
     view = NextUseView()
     scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
-    three_sessions(scheduler, runner, kv)
-    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
-    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
-    run(scheduler, runner, kv)
-    scheduler.abort("s/d")
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)
     clock.t = 2.0
     scheduler.speech_started("s/a", lead_s=1.5)  # speaking: protected, but nothing loads yet
     kv.worker.run_all()
@@ -211,11 +213,7 @@ def test_preload_at_pause_leaves_a_speaking_users_kv_away_until_they_go_quiet():
 def test_preload_at_speech_start_ignores_pauses():
     view = NextUseView()
     scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")
-    three_sessions(scheduler, runner, kv)
-    view.next_use_at.update({"s/a": 50.0, "s/b": 3.0, "s/c": 9.0})
-    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
-    run(scheduler, runner, kv)
-    scheduler.abort("s/d")
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)
     scheduler.speech_paused("s/a", lead_s=0.25)
     assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
 
