@@ -21,13 +21,22 @@ from stages.models.vocoder import VocoderConfig
 DEFAULT_CONFIG = "tiny-omni-cpu.yaml"
 
 
+PLACEMENTS = ("processes", "threads")
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
+    """`placement`: each stage engine in a process of its own ("processes"), or all on threads of the
+    server's process ("threads", where they share one interpreter lock)."""
+
     torch_threads: int = 2
+    placement: str = "processes"
 
     def __post_init__(self) -> None:
         if self.torch_threads <= 0:
             raise ValueError(f"torch_threads must be positive, got {self.torch_threads}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
 
 
 @dataclass(frozen=True)

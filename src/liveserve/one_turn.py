@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from liveserve.config import LiveServeConfig
-from liveserve.runtime import configure_torch
+from liveserve.runtime import configure_torch, make_placement
 from orchestrator.events import AudioDelta, TextDelta, TurnDone
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.turn import TurnRequest
@@ -44,7 +44,7 @@ class TurnResult:
 async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: str, request: TurnRequest) -> TurnResult:
     """One user message (16 kHz audio and/or text) and the reply, timed from the end of the message."""
     configure_torch(config.runtime)
-    orch = Orchestrator(config.pipeline)
+    orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime))
     await orch.start()
     try:
         orch.open_session("cli")

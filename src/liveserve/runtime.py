@@ -7,6 +7,15 @@ import gc
 import torch
 
 from liveserve.config import RuntimeConfig
+from orchestrator.placement import LocalPlacement, Placement
+from orchestrator.process_placement import ProcessPlacement
+
+
+def make_placement(runtime: RuntimeConfig) -> Placement:
+    """Where the stage engines run (`runtime.placement`)."""
+    if runtime.placement == "processes":
+        return ProcessPlacement(runtime.torch_threads)
+    return LocalPlacement()
 
 
 def configure_torch(runtime: RuntimeConfig) -> None:

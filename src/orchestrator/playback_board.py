@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from stages.interaction import InteractionView, PlaybackState
 
 NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
+BoardChange = tuple  # (method name, request id, value...): one write to a PlaybackBoard
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +31,15 @@ class PlaybackBoard(InteractionView):
 
     Writes replace whole immutable values and reads are single dict lookups, so no
     lock is needed: a reader sees the value before or after a write, never a mix.
+    Once `record_changes` is called, every write is also journalled, for `drain_changes`
+    to hand to copies of the board (in stage processes) that `apply_changes` replays.
     """
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self._states: dict[str, PlaybackState] = {}
         self._next_use: dict[str, NextUseHint] = {}
+        self._journal: deque[BoardChange] | None = None
 
     def playback(self, request_id: str) -> PlaybackState | None:
         return self._states.get(request_id)
@@ -45,13 +50,34 @@ class PlaybackBoard(InteractionView):
 
     def publish(self, request_id: str, state: PlaybackState) -> None:
         self._states[request_id] = state
+        self._record(("publish", request_id, state))
 
     def publish_next_use(self, request_id: str, hint: NextUseHint) -> None:
         self._next_use[request_id] = hint
+        self._record(("publish_next_use", request_id, hint))
 
     def withdraw(self, request_id: str) -> None:
         self._states.pop(request_id, None)
         self._next_use.pop(request_id, None)
+        self._record(("withdraw", request_id))
+
+    def record_changes(self) -> None:
+        """Journal every write from now on (call before the first write that copies must see)."""
+        self._journal = deque()
+
+    def drain_changes(self) -> list[BoardChange]:
+        """The writes journalled since the last drain, oldest first (callable from one other thread:
+        the deque's appends and pops are atomic)."""
+        journal = self._journal
+        return [journal.popleft() for _ in range(len(journal))] if journal else []
+
+    def apply_changes(self, changes: list[BoardChange]) -> None:
+        for method, *args in changes:
+            getattr(self, method)(*args)
+
+    def _record(self, change: BoardChange) -> None:
+        if self._journal is not None:
+            self._journal.append(change)
 
 
 def reply_states(started: bool, drained_at: float, frame_ms: float, queued_frames: int,

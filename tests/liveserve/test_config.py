@@ -18,6 +18,7 @@ def test_default_config_loads():
     assert pipeline.vocoder.model.codec_vocab_size == pipeline.talker.model.codec_vocab_size
     assert pipeline.talker_to_vocoder.first_chunk == 4
     assert (pipeline.thinker.threads, pipeline.talker.threads, pipeline.vocoder.threads) == (None, 1, 1)
+    assert config.runtime.placement == "processes"
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,8 @@ def test_default_config_loads():
         (lambda d: d.update(extra=1), r"extra: unknown field"),
         (lambda d: d["stages"]["talker"].update(threads=0), r"stages\.talker: threads must be a positive integer"),
         (lambda d: d["stages"]["vocoder"].update(threads="two"), r"stages\.vocoder\.threads: expected"),
+        (lambda d: d["runtime"].update(placement="ray"),
+         r"runtime: placement must be one of \('processes', 'threads'\), got 'ray'"),
         (lambda d: d["stages"]["thinker"]["kv"].update(preload_at="speech_end"),
          r"stages\.thinker\.kv: preload_at must be one of \('speech_start', 'pause'\), got 'speech_end'"),
         (lambda d: d["stages"]["thinker"]["scheduler"].update(p_resume_ms=2500),

@@ -119,3 +119,18 @@ def test_the_stages_of_one_process_share_one_device_board(pipeline):
 
     devices = asyncio.run(scenario())
     assert len(devices) == 4 and devices[0] is not None and all(device is devices[0] for device in devices)
+
+
+def test_a_copy_of_the_board_replays_its_journal_in_order():
+    board, copy = PlaybackBoard(lambda: 10.0), PlaybackBoard(lambda: 10.0)
+    board.publish("before", NOT_STARTED)  # written before journalling: not the copy's business
+    board.record_changes()
+    board.publish("a", NOT_STARTED)
+    board.publish("a", PlaybackState(True, 12.0, 80.0))  # the later write wins
+    board.publish_next_use("b", NextUseHint(drained_at=11.0, reply_gap_s=2.0))
+    board.publish("c", NOT_STARTED)
+    board.withdraw("c")
+    copy.apply_changes(board.drain_changes())
+    assert copy.playback("a") == PlaybackState(True, 12.0, 80.0) and copy.next_use("b") == 13.0
+    assert copy.playback("c") is None and copy.playback("before") is None
+    assert board.drain_changes() == []  # drained once

@@ -357,6 +357,16 @@ def test_stages_sharing_a_device_yield_to_a_listener_waiting_at_another():
     assert talker_policy.counters["yielded"] == 2
 
 
+def test_stages_in_separate_processes_share_their_slots_in_one_array():
+    slots = [False, False]  # shared memory in ProcessPlacement: each process's board hands out its own slot
+    thinker_device, talker_device = SharedDevice(slots, first_slot=0), SharedDevice(slots, first_slot=1)
+    view = FakeView(new=NOT_STARTED, far=playing(1500.0))
+    thinker = make_policy(SchedulerConfig(policy="urgency"), view, None, thinker_device)
+    talker = make_policy(SchedulerConfig(policy="urgency"), view, None, talker_device)
+    thinker.order([ready("new", 0.0, since=0.0)], now=0.0)
+    assert slots == [True, False] and talker.order([ready("far", 0.0, since=0.0)], now=0.0) == []
+
+
 def test_requests_without_telemetry_make_no_stage_yield():
     device = SharedDevice()
     encoder = make_policy(SchedulerConfig(policy="urgency"), None, None, device)

@@ -18,7 +18,7 @@ from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, new_id
 from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
-from liveserve.runtime import configure_torch, freeze_startup_objects
+from liveserve.runtime import configure_torch, freeze_startup_objects, make_placement
 from monitor import MonitorRegistry
 from orchestrator.orchestrator import Orchestrator
 
@@ -38,7 +38,7 @@ class RealtimeServer:
 
     def __init__(self, config: LiveServeConfig) -> None:
         self.config = config
-        self.orch = Orchestrator(config.pipeline)
+        self.orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime))
         self.metrics = ServerMetrics(self.orch.status)
         self.monitors = MonitorRegistry()
         self.sessions: set[RealtimeSession] = set()

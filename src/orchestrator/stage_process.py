@@ -1,0 +1,109 @@
+"""The stage-process side of ProcessPlacement: one engine, fed and drained over a pipe.
+
+Messages in: ("commands", [Command, ...]), ("board", [BoardChange, ...]), ("stop",).
+Messages out: ("failed", exception) once if the engine cannot be built, else
+("outputs", [StageOutput, ...]) after steps, interleaved with ("status", StageStatus,
+batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import threading
+import time
+from collections.abc import MutableSequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import torch
+
+from orchestrator.playback_board import PlaybackBoard
+from orchestrator.wire import Channel
+from stages.engine import StageEngine
+from stages.factory import StageSpec, build_engine
+from stages.shared_device import SharedDevice
+
+STATUS_PERIOD_S = 0.02
+
+
+@dataclass(frozen=True)
+class StageProcessArgs:
+    """What a stage process is started with: its spec, its slot of the device board, and the
+    process's torch threads and log level."""
+
+    spec: StageSpec
+    device_slots: MutableSequence[bool]
+    slot: int
+    torch_threads: int
+    log_level: int
+
+
+def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
+    """The process's target: build the engine, then serve the pipe until told to stop or it closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
+    logging.basicConfig(level=args.log_level, format="%(levelname)s:%(name)s:%(message)s")
+    torch.set_num_threads(args.torch_threads)
+    channel, board = Channel(connection), PlaybackBoard(time.monotonic)
+    emit = lambda outputs: channel.send(("outputs", outputs))  # noqa: E731
+    try:
+        engine = build_engine(args.spec, emit, time.monotonic, board, SharedDevice(args.device_slots, args.slot))
+    except Exception as exc:  # the parent raises it; a start-up error ends this process
+        try:
+            channel.send(("failed", exc))
+        except Exception:  # noqa: BLE001 - an exception that does not pickle still gets its message across
+            channel.send(("failed", RuntimeError(f"{type(exc).__name__}: {exc}")))
+        return
+    gc.collect()
+    gc.freeze()  # as in the server: the collector walks what serving allocates, not the model
+    StageServer(engine, channel, board).serve()
+
+
+class StageServer:
+    """Applies what the pipe brings to the engine on this (main) thread, while a status thread
+    reports the engine's status each time it changes."""
+
+    def __init__(self, engine: StageEngine, channel: Channel, board: PlaybackBoard) -> None:
+        self.engine = engine
+        self.channel = channel
+        self.board = board
+        self.num_batches = 0  # command batches submitted to the engine
+        self._done = threading.Event()
+
+    def serve(self) -> None:
+        self.engine.start()
+        reporter = threading.Thread(target=self._report, name=f"status-{self.engine.name}", daemon=True)
+        reporter.start()
+        try:
+            self._receive()
+        finally:
+            self._done.set()
+            reporter.join()
+            self.engine.stop()
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                kind, *body = self.channel.recv()
+            except (EOFError, OSError):  # the orchestrator is gone
+                return
+            if kind == "stop":
+                return
+            if kind == "board":
+                self.board.apply_changes(body[0])
+            else:
+                self.engine.submit_all(body[0])
+                self.num_batches += 1
+
+    def _report(self) -> None:
+        last = None
+        while not self._done.wait(STATUS_PERIOD_S if last is not None else 0):
+            applied = self.num_batches  # before the status: it then reflects every batch counted
+            status = self.engine.status()
+            if (status, applied) != last:
+                last = (status, applied)
+                try:
+                    self.channel.send(("status", status, applied))
+                except OSError:
+                    return
