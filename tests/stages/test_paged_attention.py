@@ -5,9 +5,10 @@ import torch
 
 from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
-from stages.config import SamplingParams, SchedulerConfig
+from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
 from stages.models.decoder_config import DecoderConfig
+from stages.models.kernels import paged_decode
 from stages.models.llama import LlamaForCausalLM
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.weights import init_deterministic
@@ -32,9 +33,9 @@ def dense_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions
 
 
 def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, seed: int = 0,
-             run_positions: int = DECODE_RUN_POSITIONS):
+             run_positions: int = DECODE_RUN_POSITIONS, decode_kernel=None):
     """Each seq (num_cached, num_new): cache its first positions, run its new ones in one paged step
-    (decodes attended in runs padded to at most `run_positions` positions).
+    (decodes read in place by `decode_kernel`, or attended in runs padded to at most `run_positions` positions).
 
     Returns (paged output, reference output, k cache, expected k rows by slot).
     """
@@ -65,7 +66,7 @@ def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, s
     rows = decode_rows + prefill_rows  # decodes first, then prefill chunks
     q, k, v = (torch.cat([r[i] for r in rows]).to(dtype) for i in range(3))
     batch = build_attention_batch(block_size, decodes, prefills, [s for r in rows for s in r[3]], HEADS // KV_HEADS,
-                                  run_positions)
+                                  run_positions, decode_kernel=decode_kernel)
     out = paged_attention(q, k, v, k_cache, v_cache, batch)
     return out, torch.cat([r[4] for r in rows]), k_cache, slots_by_seq
 
@@ -90,6 +91,58 @@ def test_paged_attention_equals_dense_reference(scenario, block_size, dtype, run
     torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
     for slots, k_new in slots_by_seq:  # this step's keys were written to their slots
         torch.testing.assert_close(k_cache.view(-1, KV_HEADS, HEAD_DIM)[slots].double(), k_new, atol=tol, rtol=tol)
+
+
+@pytest.fixture
+def kernel():
+    loaded = paged_decode.load()
+    if loaded is None:
+        pytest.skip("no C compiler: decode attention gathers")
+    return loaded
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 4, 16])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_decodes_read_in_place_by_the_kernel_equal_the_dense_reference(scenario, block_size, kernel):
+    out, ref, *_ = run_step(SCENARIOS[scenario], block_size, torch.float32, decode_kernel=kernel)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 24])  # the kernel's two unrolled sizes, and the general loop
+def test_the_kernel_equals_gathered_attention_at_model_head_sizes(head_dim, kernel):
+    gen = torch.Generator().manual_seed(head_dim)
+    heads, kv_heads, block_size, lengths = 6, 2, 16, [1, 15, 16, 17, 300]
+    k_cache, v_cache = (torch.randn(64, block_size, kv_heads, head_dim, generator=gen) for _ in range(2))
+    shuffled = torch.randperm(64, generator=gen).tolist()
+    decodes = [([shuffled.pop() for _ in range(blocks_for(n, block_size))], n) for n in lengths]
+    q, k, v = (torch.randn(len(lengths), h, head_dim, generator=gen) for h in (heads, kv_heads, kv_heads))
+    slots = [blocks[(n - 1) // block_size] * block_size + (n - 1) % block_size for blocks, n in decodes]
+    outs = [paged_attention(q, k, v, k_cache.clone(), v_cache.clone(),
+                            build_attention_batch(block_size, decodes, [], slots, heads // kv_heads, decode_kernel=kern))
+            for kern in (None, kernel)]
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
+
+
+def test_the_kernel_takes_every_decode_at_once_and_a_window_still_gathers(kernel):
+    decodes = [([4, 2], 7, [0, 1]), ([3], 1, [0]), ([0, 5, 1], 12, [0, 1, 2])]
+    batch = build_attention_batch(4, [d[:2] for d in decodes], [], [0, 1, 2], 2, decode_kernel=kernel)
+    assert batch.decode_runs == [] and batch.decode_table.lengths.tolist() == [7, 1, 12]
+    assert batch.decode_table.block_table.tolist() == [[4, 2, 4], [3, 3, 3], [0, 5, 1]]  # padded with the first
+    windowed = build_attention_batch(4, decodes, [], [0, 1, 2], 2, window=WindowSpec(tokens=4, sinks=2),
+                                     decode_kernel=kernel)
+    assert windowed.decode_table is None and len(windowed.decode_runs) == 1
+
+
+def test_the_kernel_refuses_what_it_cannot_read(kernel):
+    q, cache = torch.zeros(1, 4, 8, dtype=torch.float64), torch.zeros(2, 4, 2, 8, dtype=torch.float64)
+    with pytest.raises(TypeError, match="float32"):
+        kernel(q, cache, cache, torch.zeros(1, 1, dtype=torch.long), torch.ones(1, dtype=torch.long))
+
+
+def test_without_a_compiler_there_is_no_kernel_and_decoding_gathers(monkeypatch, caplog):
+    monkeypatch.setattr(paged_decode.shutil, "which", lambda name: None)
+    assert paged_decode.load.__wrapped__() is None
+    assert "no C compiler" in caplog.text
 
 
 def test_short_chunks_of_one_length_attend_in_runs_and_a_long_chunk_alone():

@@ -7,10 +7,11 @@ one padded tensor). Short prefill chunks of equal length (a duplex tick's frames
 attend in runs the same way, with a causal mask per row; a longer chunk attends on
 its own with a causal mask offset by the context already cached.
 
-Decoding is bound by memory traffic: runs are cut so that a run's gathered keys
-stay small enough to be read back from the CPU cache, and a long context gets a run
-of its own instead of padding every shorter one to its length. Decode rows sorted
-by context length pad least.
+Decoding is bound by memory traffic. Decodes without a window, given a kernel that
+reads paged KV in place (kernels/paged_decode), attend through it, all at once.
+Otherwise runs are cut so that a run's gathered keys stay small enough to be read
+back from the CPU cache, and a long context gets a run of its own instead of padding
+every shorter one to its length. Decode rows sorted by context length pad least.
 
 With a window (tokens W, sinks S) a query at position t attends to positions [0, S)
 and [t - W, t]. A sequence's blocks are then its live ones only, each with its
@@ -27,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from stages.config import WindowSpec
+from stages.models.kernels.paged_decode import PagedDecode
 
 DECODE_RUN_POSITIONS = 2048  # padded positions per run (~1 MB of float32 keys at 2 x 64 dims)
 PREFILL_RUN_TOKENS = 32  # chunks up to this long attend in runs; longer ones on their own
@@ -40,6 +42,15 @@ class DecodeRun:
     num_rows: int
     block_ids: torch.Tensor  # [num_rows * max_blocks] flat, each row's blocks padded with its first block
     padding: torch.Tensor  # [num_rows, 1, max_blocks * block_size] bool, True where the row's query may not look
+
+
+@dataclass(frozen=True)
+class DecodeTable:
+    """Every decode row's blocks and context length, for `kernel` to read its KV in place."""
+
+    kernel: PagedDecode
+    block_table: torch.Tensor  # [num_decodes, max_blocks] int64, each row's blocks padded with its first block
+    lengths: torch.Tensor  # [num_decodes] int64
 
 
 @dataclass(frozen=True)
@@ -72,14 +83,16 @@ class AttentionBatch:
 
     slot_mapping: torch.Tensor  # [num_rows] flat slot per new token
     num_decodes: int
-    decode_runs: list[DecodeRun]
+    decode_runs: list[DecodeRun]  # empty when the decodes attend through `decode_table`
     prefill_runs: list[PrefillRun]
     prefills: list[PrefillSpan]
+    decode_table: DecodeTable | None = None
 
 
 def build_attention_batch(
     block_size: int, decodes: list[tuple], prefills: list[tuple], slots: list[int], group: int,
     run_positions: int = DECODE_RUN_POSITIONS, window: WindowSpec | None = None,
+    decode_kernel: PagedDecode | None = None,
 ) -> AttentionBatch:
     """decodes: (block ids, context length); prefills: (block ids, chunk length, context length).
 
@@ -87,7 +100,8 @@ def build_attention_batch(
     `group` is query heads per KV head: prefill masks are laid out for grouped rows once
     here, not in every layer. Consecutive decodes share a run while the run pads to at
     most `run_positions` positions (a decode longer than that runs alone), and so do
-    consecutive prefill chunks of one length up to PREFILL_RUN_TOKENS.
+    consecutive prefill chunks of one length up to PREFILL_RUN_TOKENS. Given a `decode_kernel`
+    and no window, decodes are not cut into runs: the kernel reads their blocks in place.
     """
     runs, spans, row = [], [], len(decodes)
     for chunks in _prefill_groups(block_size, prefills, run_positions):
@@ -96,8 +110,17 @@ def build_attention_batch(
         else:
             spans.append(_prefill_span(block_size, row, *chunks[0], group=group, window=window))
         row += sum(chunk[1] for chunk in chunks)
+    if decode_kernel is not None and window is None and decodes:
+        table = _decode_table(decode_kernel, decodes)
+        return AttentionBatch(torch.tensor(slots), len(decodes), [], runs, spans, table)
     decode_runs = _decode_runs(block_size, decodes, run_positions, window)
     return AttentionBatch(torch.tensor(slots), len(decodes), decode_runs, runs, spans)
+
+
+def _decode_table(kernel: PagedDecode, decodes: list[tuple]) -> DecodeTable:
+    width = max(len(blocks) for blocks, _ in decodes)
+    block_table = _padded_block_ids(decodes, width).view(len(decodes), width)
+    return DecodeTable(kernel, block_table, torch.tensor([length for _, length in decodes]))
 
 
 def _prefill_groups(block_size: int, prefills: list[tuple], run_positions: int) -> list[list[tuple]]:
@@ -201,7 +224,10 @@ def paged_attention(
     k_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = k
     v_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = v
     out = torch.empty_like(q)
-    if batch.num_decodes:
+    if batch.decode_table is not None:
+        table, n = batch.decode_table, batch.num_decodes
+        out[:n] = table.kernel(q[:n], k_cache, v_cache, table.block_table, table.lengths)
+    elif batch.num_decodes:
         n = batch.num_decodes
         out[:n] = _attend_decodes(q[:n], k_cache, v_cache, batch.decode_runs)
     for run in batch.prefill_runs:

@@ -10,6 +10,7 @@ import torch
 from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
 from stages.models.attention import build_attention_batch
+from stages.models.kernels import paged_decode
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import TalkerRequest, ThinkerRequest
 from stages.runners.base import ModelRunner
@@ -31,6 +32,8 @@ class DecoderRunner(ModelRunner):
         decoder = getattr(model.config, "decoder", model.config)
         self.group = decoder.num_heads // decoder.num_kv_heads
         self.kv_layers = [kv.cache.layer(i) for i in range(kv.config.num_layers)]
+        on_cpu_float32 = kv.config.torch_dtype == torch.float32 and kv.config.device == "cpu"
+        self.decode_kernel = paged_decode.load() if on_cpu_float32 else None
 
     @abstractmethod
     def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
@@ -79,7 +82,8 @@ class DecoderRunner(ModelRunner):
                 decodes.append((blocks[0], chunk.end, *blocks[1:]))
             else:
                 prefills.append((blocks[0], chunk.num_tokens, chunk.end, *blocks[1:]))
-        return build_attention_batch(size, decodes, prefills, slots, self.group, window=self.window)
+        return build_attention_batch(size, decodes, prefills, slots, self.group, window=self.window,
+                                     decode_kernel=self.decode_kernel)
 
 
 class ThinkerRunner(DecoderRunner):
