@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from orchestrator.placement import OutputSink, Placement, StageHandle
-from orchestrator.playback_board import PlaybackBoard
+from orchestrator.playback_board import BoardChange, PlaybackBoard
 from orchestrator.stage_process import StageProcessArgs, serve_stage
 from orchestrator.wire import Channel
 from stages.commands import AbortRequest, AddRequest, Command
@@ -31,7 +31,7 @@ from stages.plan import StageOutput
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 5.0
-BOARD_FLUSH_S = 0.01
+BOARD_FLUSH_S = 0.02
 
 
 class ProcessPlacement(Placement):
@@ -39,8 +39,8 @@ class ProcessPlacement(Placement):
 
     The stages keep time with `time.monotonic` (one clock for every process on the
     machine), so `start` refuses any other clock. Playback telemetry is a copy of
-    the orchestrator's PlaybackBoard in each process, brought up to date before every
-    command batch and every BOARD_FLUSH_S. A stage process that dies fails the
+    the orchestrator's PlaybackBoard in each process: the changes a process has not
+    seen travel with its next command batch, or within BOARD_FLUSH_S. A stage process that dies fails the
     requests it held and every later command sent to it, with an error naming it.
     """
 
@@ -93,22 +93,24 @@ class ProcessPlacement(Placement):
         child_end.close()
         return process, Channel(parent_end)
 
-    def send(self, handle: StageProcess, message: tuple) -> None:
-        """Send `message` to one stage process after the board changes made before it."""
+    def send_commands(self, handle: StageProcess, commands: list[Command]) -> None:
+        """Send `commands` to one stage process with the board changes made before them."""
         with self._send_lock:
-            self._flush_board()
-            handle.channel.send(message)
+            self._collect_board()
+            handle.channel.send(("commands", commands, handle.take_board_changes()))
 
     def _flush_periodically(self) -> None:
         while not self._stopped.wait(BOARD_FLUSH_S):
             with self._send_lock:
-                self._flush_board()
+                self._collect_board()
+                for handle in self._handles:
+                    if changes := handle.take_board_changes():
+                        handle.send_quietly(("board", changes))
 
-    def _flush_board(self) -> None:
+    def _collect_board(self) -> None:
         changes = self._board.drain_changes() if self._board is not None else []
-        if changes:
-            for handle in self._handles:
-                handle.send_quietly(("board", changes))
+        for handle in self._handles:
+            handle.board_changes.extend(changes)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -140,6 +142,7 @@ class StageProcess:
         self._started = threading.Event()
         self._failure: BaseException | None = None
         self._held: set[str] = set()  # request ids the process holds, to fail if it dies
+        self.board_changes: list[BoardChange] = []  # not sent yet (the placement's send lock guards it)
         self._lock = threading.Lock()
         self._is_dead = False
         self._stopping = False
@@ -165,13 +168,17 @@ class StageProcess:
             self.emit([self._death_output(c.request_id) for c in commands if c.request_id])
             return
         try:
-            self.placement.send(self, ("commands", list(commands)))
+            self.placement.send_commands(self, list(commands))
         except OSError:  # the process just died: its reader fails what it held, these included
             pass
 
     def status(self) -> StageStatus:
         status, num_applied = self._latest
         return status if num_applied >= self.num_sent else replace(status, is_idle=False)
+
+    def take_board_changes(self) -> list[BoardChange]:
+        changes, self.board_changes = self.board_changes, []
+        return changes
 
     def send_quietly(self, message: tuple) -> None:
         """Send, ignoring a process that is gone (its reader reports that)."""

@@ -1,6 +1,7 @@
 """The stage-process side of ProcessPlacement: one engine, fed and drained over a pipe.
 
-Messages in: ("commands", [Command, ...]), ("board", [BoardChange, ...]), ("stop",).
+Messages in: ("commands", [Command, ...], [BoardChange, ...]) (the board changes made
+before the commands), ("board", [BoardChange, ...]), ("stop",).
 Messages out: ("failed", exception) once if the engine cannot be built, else
 ("outputs", [StageOutput, ...]) after steps, interleaved with ("status", StageStatus,
 batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
@@ -90,9 +91,8 @@ class StageServer:
                 return
             if kind == "stop":
                 return
-            if kind == "board":
-                self.board.apply_changes(body[0])
-            else:
+            self.board.apply_changes(body[-1])
+            if kind == "commands":
                 self.engine.submit_all(body[0])
                 self.num_batches += 1
 

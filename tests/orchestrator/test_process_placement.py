@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import multiprocessing
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,8 +16,14 @@ import pytest
 from orchestrator.events import AudioDelta, TextDelta
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.placement import LocalPlacement
-from orchestrator.process_placement import ProcessPlacement
+from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
+from orchestrator.process_placement import ProcessPlacement, StageProcess
+from orchestrator.stage_process import StageServer
 from orchestrator.turn import TurnRequest
+from orchestrator.wire import Channel
+from stages.commands import AbortRequest
+from stages.interaction import PlaybackState
+from tests.orchestrator.conftest import tiny_pipeline
 from tests.orchestrator.test_orchestrator import drain
 
 
@@ -90,3 +99,65 @@ def test_a_stage_process_that_dies_fails_its_turn_and_later_ones(pipeline, speec
     for done in (first, second):
         assert done.status == "failed"
         assert "stage talker is down" in done.error
+
+
+class RecordingEngine:
+    """Stands in for a StageEngine inside StageServer: records what the board said as each batch came."""
+
+    name = "fake"
+
+    def __init__(self, board: PlaybackBoard) -> None:
+        self.board = board
+        self.batches: list[tuple[list, PlaybackState | None]] = []
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def status(self) -> int:
+        return len(self.batches)
+
+    def submit_all(self, commands) -> None:
+        self.batches.append((commands, self.board.playback("r")))
+
+
+def test_a_stage_process_applies_board_changes_before_the_commands_sent_after_them():
+    parent_end, child_end = multiprocessing.Pipe()
+    board = PlaybackBoard(time.monotonic)
+    engine = RecordingEngine(board)
+    server = threading.Thread(target=StageServer(engine, Channel(child_end), board).serve)
+    server.start()
+    parent = Channel(parent_end)
+    playing = PlaybackState(True, 5.0, 80.0)
+    parent.send(("commands", [AbortRequest("r")], [("publish", "r", NOT_STARTED)]))
+    parent.send(("board", [("publish", "r", playing)]))
+    parent.send(("commands", [AbortRequest("r")], []))
+    parent.send(("stop",))
+    server.join(timeout=5)
+    assert not server.is_alive()  # "stop" ends it
+    assert [seen for _, seen in engine.batches] == [NOT_STARTED, playing]
+
+
+def test_commands_carry_the_board_changes_each_process_has_not_seen():
+    board = PlaybackBoard(time.monotonic)
+    board.record_changes()
+    placement, ends = ProcessPlacement(1), []
+    placement._board = board
+    for kind in ("thinker", "talker"):
+        parent_end, child_end = multiprocessing.Pipe()
+        ends.append(child_end)
+        spec = dataclasses.replace(tiny_pipeline().thinker, name=kind)
+        placement._handles.append(StageProcess(spec, None, Channel(parent_end), lambda outputs: None, placement))
+    thinker, talker = placement._handles
+    board.publish("r", NOT_STARTED)
+    thinker.submit(AbortRequest("r"))
+    board.withdraw("r")
+    talker.submit(AbortRequest("r"))
+    received = [Channel(end).recv() for end in ends]
+    assert received[0] == ("commands", [AbortRequest("r")], [("publish", "r", NOT_STARTED)])
+    # the talker had seen neither change: both come with its first batch, in order
+    assert received[1] == ("commands", [AbortRequest("r")], [("publish", "r", NOT_STARTED), ("withdraw", "r")])
+    assert thinker.board_changes == [("withdraw", "r")]  # the thinker's is still to go (periodically)
+    for handle in placement._handles:
+        handle._stopping = True
+        handle.channel.close()
