@@ -1,4 +1,5 @@
-"""Where stage engines run. Local threads now; other placements (replicas, Ray) plug in here."""
+"""Where stage engines run: threads of this process here, processes of their own in process_placement;
+other placements (replicas, Ray) plug in the same way."""
 
 from __future__ import annotations
 
