@@ -40,8 +40,9 @@ class ProcessPlacement(Placement):
     The stages keep time with `time.monotonic` (one clock for every process on the
     machine), so `start` refuses any other clock. Playback telemetry is a copy of
     the orchestrator's PlaybackBoard in each process: the changes a process has not
-    seen travel with its next command batch, or within BOARD_FLUSH_S. A stage process that dies fails the
-    requests it held and every later command sent to it, with an error naming it.
+    seen travel with its next command batch, or within BOARD_FLUSH_S. A stage process
+    that dies fails the requests it held and every later command sent to it, with an
+    error naming it.
     """
 
     def __init__(self, torch_threads: int) -> None:
@@ -62,19 +63,16 @@ class ProcessPlacement(Placement):
         context.set_forkserver_preload(["orchestrator.stage_process"])
         slots = context.RawArray(ctypes.c_bool, len(specs))
         level = logging.getLogger().getEffectiveLevel()
-        started = []
-        for slot, spec in enumerate(specs):
-            args = StageProcessArgs(spec, slots, slot, self.torch_threads, level)
-            started.append((spec, *self._spawn(context, args)))
         self._board = view
         if view is not None:
             view.record_changes()
         handles = {}
-        for spec, process, channel in started:
-            handle = StageProcess(spec, process, channel, lambda outputs, kind=spec.kind: sink(kind, outputs), self)
-            self._handles.append(handle)
-            handles[spec.kind] = handle
         try:
+            for slot, spec in enumerate(specs):
+                process, channel = self._spawn(context, StageProcessArgs(spec, slots, slot, self.torch_threads, level))
+                handle = StageProcess(spec, process, channel, lambda outputs, kind=spec.kind: sink(kind, outputs), self)
+                self._handles.append(handle)
+                handles[spec.kind] = handle
             for handle in self._handles:
                 handle.wait_started()
         except BaseException:

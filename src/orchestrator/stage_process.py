@@ -47,7 +47,13 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
     logging.basicConfig(level=args.log_level, format="%(levelname)s:%(name)s:%(message)s")
     torch.set_num_threads(args.torch_threads)
     channel, board = Channel(connection), PlaybackBoard(time.monotonic)
-    emit = lambda outputs: channel.send(("outputs", outputs))  # noqa: E731
+
+    def emit(outputs: list) -> None:
+        try:
+            channel.send(("outputs", outputs))
+        except OSError:  # the orchestrator is gone: the receive loop ends this process
+            pass
+
     try:
         engine = build_engine(args.spec, emit, time.monotonic, board, SharedDevice(args.device_slots, args.slot))
     except Exception as exc:  # the parent raises it; a start-up error ends this process

@@ -48,8 +48,5 @@ class Channel:
     def recv(self) -> Any:
         return pickle.loads(self.connection.recv_bytes())
 
-    def poll(self, timeout_s: float) -> bool:
-        return self.connection.poll(timeout_s)
-
     def close(self) -> None:
         self.connection.close()
