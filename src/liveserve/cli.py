@@ -11,7 +11,7 @@ from pathlib import Path
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
 from liveserve.bench.duplex.command import add_duplex_arguments
 from liveserve.bench.replay.command import add_replay_arguments
-from liveserve.config import load_config
+from liveserve.config import check_checkpoints, load_config
 from liveserve.config_reader import ConfigError
 
 ENCODER_RATE = 16000
@@ -86,6 +86,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be positive, got {args.max_tokens}")
     config = load_config(args.config)
+    check_checkpoints(config)
     audio = None
     if args.audio is not None:
         samples, rate = read_wav(args.audio)
@@ -108,6 +109,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from liveserve.realtime.server import create_app
 
     config = load_config(args.config)
+    check_checkpoints(config)
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
     host, port = args.host or config.server.host, config.server.port if args.port is None else args.port

@@ -11,12 +11,13 @@ from liveserve.admission import AdmissionConfig
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.config import ChunkSizes, DuplexConfig, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
-from stages.factory import KVSpec, StageSpec
+from stages.factory import KVSpec, StageSpec, check_weights
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.talker import TalkerConfig
 from stages.models.tokenizer import TextTokenizer
 from stages.models.vocoder import VocoderConfig
+from stages.models.weights import CheckpointMismatch
 
 DEFAULT_CONFIG = "tiny-omni-cpu.yaml"
 
@@ -82,6 +83,16 @@ def load_config(path: str | Path | None = None) -> LiveServeConfig:
     """Read and validate a YAML config; every problem is a ConfigError naming the field."""
     source = Path(path) if path is not None else default_config_path()
     return parse_config(read_config_data(source), source)
+
+
+def check_checkpoints(config: LiveServeConfig) -> None:
+    """Raise a ConfigError naming `model.checkpoint` if a stage's weights would not load (reads the
+    files' headers only), before a server or a run starts building models."""
+    for spec in config.pipeline.stages:
+        try:
+            check_weights(spec)
+        except (FileNotFoundError, CheckpointMismatch) as exc:
+            raise ConfigError(f"model.checkpoint: {exc}") from None
 
 
 def read_config_data(source: Path) -> object:

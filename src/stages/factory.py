@@ -22,7 +22,7 @@ from stages.models.llama import LlamaForCausalLM
 from stages.models.packed_linear import pack_linears
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.vocoder import Vocoder, VocoderConfig
-from stages.models.weights import init_deterministic, load_checkpoint
+from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint
 from stages.plan import StageOutput
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
@@ -132,9 +132,21 @@ class StageSpec:
                              f"kv.num_blocks is {self.kv.num_blocks}")
 
 
+MODELS = {"encoder": AudioEncoder, "thinker": LlamaForCausalLM, "talker": TalkerModel, "vocoder": Vocoder}
+
+
+def check_weights(spec: StageSpec) -> None:
+    """Raise FileNotFoundError or CheckpointMismatch now if the stage's checkpoint would not load
+    (reads the file's header only; the model is built on the meta device, which holds no data)."""
+    if spec.checkpoint is not None:
+        with torch.device("meta"):
+            model = MODELS[spec.kind](spec.model)
+        check_checkpoint(model, spec.checkpoint)
+
+
 def build_model(spec: StageSpec) -> torch.nn.Module:
     """The stage's model with seeded weights, or the checkpoint's when one is given."""
-    model = {"encoder": AudioEncoder, "thinker": LlamaForCausalLM, "talker": TalkerModel, "vocoder": Vocoder}[spec.kind](spec.model)
+    model = MODELS[spec.kind](spec.model)
     init_deterministic(model, spec.seed)
     if spec.checkpoint is not None:
         load_checkpoint(model, spec.checkpoint)

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from config_variant import write_variant
+
 CLIP = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "audio" / "q_capital_espeak_24k.wav"
 
 
@@ -54,6 +56,7 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
     empty = write_pcm16(tmp_path / "empty.wav", np.zeros(0), 24000)
     bad_config = tmp_path / "c.yaml"
     bad_config.write_text("model:\n  thinker:\n    num_heads: 5\n")
+    no_weights = write_variant(tmp_path, lambda d: d["model"].update(checkpoint=str(tmp_path)))  # no files there
     out = str(tmp_path / "o.wav")
     cases = [
         (("run", "--audio", str(tmp_path / "missing.wav"), "--out", out), "audio file not found"),
@@ -62,6 +65,9 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
         (("run", "--out", out), "give --audio WAV, --text PROMPT, or both"),
         (("run", "--text", "hi", "--out", out, "--max-tokens", "0"), "--max-tokens must be positive"),
         (("run", "--text", "hi", "--out", out, "--config", str(bad_config)), "model.thinker"),
+        (("run", "--text", "hi", "--out", out, "--config", str(no_weights)),
+         "model.checkpoint: checkpoint not found: "),
+        (("serve", "--config", str(no_weights)), "model.checkpoint: checkpoint not found: "),
     ]
     for args, message in cases:
         result = liveserve(*args)

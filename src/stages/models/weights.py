@@ -46,28 +46,44 @@ def load_checkpoint(module: nn.Module, path: str | Path) -> None:
     """
     from safetensors.torch import load_file
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
-    tensors = load_file(str(path))
-    expected = dict(module.state_dict(keep_vars=True))
-    problems = _mismatches(expected, tensors)
-    if problems:
-        raise CheckpointMismatch(f"{path.name} does not fit {type(module).__name__}: " + "; ".join(problems))
+    tensors = load_file(str(_existing(path)))
+    _require_fit(module, {name: tuple(t.shape) for name, t in tensors.items()}, Path(path))
     with torch.no_grad():
-        for name, param in expected.items():
+        for name, param in module.state_dict(keep_vars=True).items():
             if name in tensors:
                 param.copy_(tensors[name])
 
 
-def _mismatches(expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor]) -> list[str]:
+def check_checkpoint(module: nn.Module, path: str | Path) -> None:
+    """Raise what `load_checkpoint` would, reading only the file's header: no tensor is loaded,
+    and `module` may live on the meta device."""
+    from safetensors import safe_open
+
+    with safe_open(str(_existing(path)), framework="pt") as file:
+        shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}
+    _require_fit(module, shapes, Path(path))
+
+
+def _existing(path: str | Path) -> Path:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    return Path(path)
+
+
+def _require_fit(module: nn.Module, found: dict[str, tuple[int, ...]], path: Path) -> None:
+    problems = _mismatches(dict(module.state_dict(keep_vars=True)), found)
+    if problems:
+        raise CheckpointMismatch(f"{path.name} does not fit {type(module).__name__}: " + "; ".join(problems))
+
+
+def _mismatches(expected: dict[str, torch.Tensor], found: dict[str, tuple[int, ...]]) -> list[str]:
     tied = _tied_names(expected)
     missing = [n for n in expected if n not in found and not (tied.get(n, set()) & found.keys())]
     unexpected = [n for n in found if n not in expected]
     misshapen = [
-        f"{n} has shape {tuple(found[n].shape)}, expected {tuple(t.shape)}"
+        f"{n} has shape {found[n]}, expected {tuple(t.shape)}"
         for n, t in expected.items()
-        if n in found and found[n].shape != t.shape
+        if n in found and found[n] != tuple(t.shape)
     ]
     problems = []
     if missing:
@@ -78,10 +94,11 @@ def _mismatches(expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor
 
 
 def _tied_names(state: dict[str, torch.Tensor]) -> dict[str, set[str]]:
-    by_storage: dict[int, set[str]] = {}
+    """Names sharing one parameter (identity, not storage: meta tensors have none)."""
+    by_param: dict[int, set[str]] = {}
     for name, tensor in state.items():
-        by_storage.setdefault(tensor.data_ptr(), set()).add(name)
-    return {name: names - {name} for names in by_storage.values() for name in names}
+        by_param.setdefault(id(tensor), set()).add(name)
+    return {name: names - {name} for names in by_param.values() for name in names}
 
 
 def _listing(names: list[str], limit: int = 5) -> str:
