@@ -20,8 +20,6 @@ from stages.models.vocoder import VocoderConfig
 from stages.models.weights import CheckpointMismatch
 
 DEFAULT_CONFIG = "tiny-omni-cpu.yaml"
-
-
 PLACEMENTS = ("processes", "threads")
 
 

@@ -5,8 +5,9 @@ every sequence's blocks into a fresh tensor per layer and reads it again: on
 talker shapes the gathers cost more than the products. The kernel reads each
 position's K and V once from the cache. It is compiled with the machine's C
 compiler (-march=native: built where it runs) into a per-user cache, keyed by the
-source and the flags, and loaded with ctypes, which releases the interpreter lock
-while it runs. Without a compiler, `load` returns None and attention gathers.
+source, the flags and the CPU's features, and loaded with ctypes, which releases
+the interpreter lock while it runs. Without a compiler, `load` returns None and
+attention gathers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -61,7 +63,8 @@ def load() -> PagedDecode | None:
     if compiler is None:
         log.warning("no C compiler found: decode attention gathers KV blocks (slower)")
         return None
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join((compiler, *FLAGS)).encode()).hexdigest()[:16]
+    identity = " ".join((compiler, *FLAGS, _cpu_features())).encode()
+    key = hashlib.sha256(SOURCE.read_bytes() + identity).hexdigest()[:16]
     library = CACHE_DIR / f"paged_decode-{key}.so"
     if not library.exists():
         try:
@@ -70,6 +73,15 @@ def load() -> PagedDecode | None:
             log.warning("compiling %s failed (%s): decode attention gathers KV blocks (slower)", SOURCE.name, exc)
             return None
     return PagedDecode(ctypes.CDLL(str(library)))
+
+
+def _cpu_features() -> str:
+    """What -march=native builds for: a library built on another CPU (a shared home) is not reused."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            return next((line for line in cpuinfo if line.startswith("flags")), platform.machine())
+    except OSError:
+        return platform.machine()
 
 
 def _compile(compiler: str, library: Path) -> None:
