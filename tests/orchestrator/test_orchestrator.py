@@ -20,6 +20,11 @@ async def drain(turn) -> tuple[list, TurnDone]:
         events.append(event)
 
 
+async def until_first_audio(turn) -> None:
+    while not isinstance(await asyncio.wait_for(turn.events.get(), timeout=30), AudioDelta):
+        pass
+
+
 def blocks_held(orch: Orchestrator) -> dict[str, int]:
     return {s.name: s.kv_blocks_used for s in orch.status()}
 
@@ -92,8 +97,7 @@ def test_cancelled_turn_leaves_no_blocks_behind(pipeline, speech_16k):
             orch.open_session("s")
             orch.add_user_item("s", "u0", speech_16k)
             turn = orch.start_turn("s", TurnRequest(max_tokens=200, ignore_eos=True))
-            while not isinstance(await asyncio.wait_for(turn.events.get(), 30), AudioDelta):
-                pass
+            await until_first_audio(turn)
             assert orch.cancel_turn("s")
             _, done = await drain(turn)
             await orch.wait_idle()

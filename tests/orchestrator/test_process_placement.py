@@ -23,8 +23,7 @@ from orchestrator.turn import TurnRequest
 from orchestrator.wire import Channel
 from stages.commands import AbortRequest
 from stages.interaction import PlaybackState
-from tests.orchestrator.conftest import tiny_pipeline
-from tests.orchestrator.test_orchestrator import drain
+from tests.orchestrator.test_orchestrator import drain, until_first_audio
 
 
 def run(coro):
@@ -86,8 +85,7 @@ def test_a_stage_process_that_dies_fails_its_turn_and_later_ones(pipeline, speec
             orch.open_session("s")
             orch.add_user_item("s", "u0", speech_16k)
             turn = orch.start_turn("s", TurnRequest(max_tokens=400, ignore_eos=True))
-            while not isinstance(await asyncio.wait_for(turn.events.get(), 30), AudioDelta):
-                pass
+            await until_first_audio(turn)
             os.kill(orch.stages["talker"].process.pid, signal.SIGKILL)  # mid-reply
             _, first = await drain(turn)
             _, second = await drain(orch.start_turn("s", TurnRequest(max_tokens=4)))
@@ -138,7 +136,7 @@ def test_a_stage_process_applies_board_changes_before_the_commands_sent_after_th
     assert [seen for _, seen in engine.batches] == [NOT_STARTED, playing]
 
 
-def test_commands_carry_the_board_changes_each_process_has_not_seen():
+def test_commands_carry_the_board_changes_each_process_has_not_seen(pipeline):
     board = PlaybackBoard(time.monotonic)
     board.record_changes()
     placement, ends = ProcessPlacement(1), []
@@ -146,7 +144,7 @@ def test_commands_carry_the_board_changes_each_process_has_not_seen():
     for kind in ("thinker", "talker"):
         parent_end, child_end = multiprocessing.Pipe()
         ends.append(child_end)
-        spec = dataclasses.replace(tiny_pipeline().thinker, name=kind)
+        spec = dataclasses.replace(pipeline.thinker, name=kind)
         placement._handles.append(StageProcess(spec, None, Channel(parent_end), lambda outputs: None, placement))
     thinker, talker = placement._handles
     board.publish("r", NOT_STARTED)
