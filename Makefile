@@ -9,7 +9,7 @@ TORCH  := torch==2.13.0
 
 .PHONY: install test serve clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[test]'
@@ -24,4 +24,4 @@ serve: install
 	$(VENV)/bin/liveserve serve
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build *.egg-info

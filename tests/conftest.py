@@ -1,4 +1,4 @@
-"""Shared fixtures: the speech clips in ../shared and a tiny pipeline that runs in milliseconds."""
+"""Shared fixtures: the shipped speech clips and a tiny pipeline that runs in milliseconds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "audio"
+from liveserve.realtime_client.clips import clips_dir
+
+FIXTURES = clips_dir()
 
 
 def read_fixture(name: str, rate: int = 16000) -> np.ndarray:

@@ -13,7 +13,7 @@ then, from the repository root:
 
     .venv/bin/python tools/train_tokenizer.py
 
-which writes src/stages/models/assets/tiny_bpe.json. Files are read in sorted
+which writes stages/models/assets/tiny_bpe.json. Files are read in sorted
 order and training is deterministic: the same packages give the same JSON. It
 takes a few seconds on two cores.
 """
@@ -36,7 +36,7 @@ PYTHON_PROSE_PARTS = {
 }
 FORTUNES = Path("/usr/share/games/fortunes")
 WORDNET = Path("/usr/share/wordnet")
-OUTPUT = Path(__file__).resolve().parents[1] / "src/stages/models/assets/tiny_bpe.json"
+OUTPUT = Path(__file__).resolve().parents[1] / "stages/models/assets/tiny_bpe.json"
 INSTALL_HINT = "apt-get install python3.11-doc fortunes wordnet-base"
 
 

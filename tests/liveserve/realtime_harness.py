@@ -14,9 +14,10 @@ import websockets
 import yaml
 
 from liveserve.bench.server_process import ServerProcess
+from liveserve.config import default_config_path
+from liveserve.realtime_client.clips import clips_dir
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "audio"
+FIXTURES = clips_dir()
 
 
 def fixture_pcm16(name: str) -> np.ndarray:
@@ -26,7 +27,7 @@ def fixture_pcm16(name: str) -> np.ndarray:
 
 def small_config(tmp_dir: Path, **server) -> Path:
     """The default config with a smaller thinker, so a test turn takes little CPU."""
-    data = yaml.safe_load((ROOT / "configs" / "tiny-omni-cpu.yaml").read_text())
+    data = yaml.safe_load(default_config_path().read_text())
     data["model"]["thinker"].update(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
                                     intermediate_size=256)
     data["server"].update(server)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from config_variant import write_variant
+from liveserve.realtime_client.clips import clip_path
 
-CLIP = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "audio" / "q_capital_espeak_24k.wav"
+CLIP = clip_path("q_capital_espeak_24k.wav")
 
 
 def liveserve(*args: str) -> subprocess.CompletedProcess:

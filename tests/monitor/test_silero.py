@@ -1,15 +1,15 @@
 """Real Silero VAD: the wrapper's contract, and turn edges on the fixture clips."""
 import time
 import wave
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
+from liveserve.realtime_client.clips import clips_dir
 from monitor import SileroVAD, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
 
-FIXTURES = Path("/work/shared/fixtures/audio")
+FIXTURES = clips_dir()
 CLIPS = sorted(p.name for p in FIXTURES.glob("*.wav"))
 PAD_MS = 1000
 # Silero is late, never much early: it waits for voicing after an initial

@@ -1,15 +1,15 @@
 import wave
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from scipy.signal import resample_poly
 
+from liveserve.realtime_client.clips import clips_dir
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.weights import init_deterministic
 
-FIXTURES = Path("/work/shared/fixtures/audio")
+FIXTURES = clips_dir()
 CHUNK = AudioEncoderConfig().chunk_samples  # 32000 samples = 2 s = 25 frames
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from liveserve.audio_io import AudioError
 from liveserve.realtime_client.audio import load_pcm16, write_pcm16
 from liveserve.realtime_client.client import RealtimeError, default_session
+from liveserve.realtime_client.clips import BARGE_IN_CLIP, clip_path
 from liveserve.realtime_client.scenario import ConversationScript, run_conversation
 
-DEFAULT_BARGE_IN_WAV = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "audio" / "bargein_wait_espeak_24k.wav"
 
 
 def run_client_command(wav: Path, url: str, *, out: Path | None = None, barge_in_after_ms: float | None = None,
@@ -49,7 +49,7 @@ def _script(wav: Path, barge_in_after_ms: float | None, barge_in_wav: Path | Non
         raise AudioError(f"--max-output-tokens must be positive, got {max_output_tokens}")
     barge_in = None
     if barge_in_after_ms is not None:
-        barge_in = load_pcm16(barge_in_wav or DEFAULT_BARGE_IN_WAV)
+        barge_in = load_pcm16(barge_in_wav or clip_path(BARGE_IN_CLIP))
     session = default_session(max_output_tokens=max_output_tokens or "inf")
     return ConversationScript(load_pcm16(wav), barge_in, barge_in_after_ms, timeout_s=timeout_s, session=session)
 

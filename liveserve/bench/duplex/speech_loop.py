@@ -8,9 +8,8 @@ import numpy as np
 
 from liveserve.audio_io import AudioError
 from liveserve.realtime_client.audio import load_pcm16, silence
-from liveserve.realtime_client.command import DEFAULT_BARGE_IN_WAV
+from liveserve.realtime_client.clips import clips_dir
 
-DEFAULT_SPEECH_DIR = DEFAULT_BARGE_IN_WAV.parent
 PAUSE_MS = 400  # between clips, as between a speaker's sentences
 
 
@@ -24,9 +23,9 @@ class LoopedSpeech:
 
     @classmethod
     def from_dir(cls, directory: Path | None = None) -> LoopedSpeech:
-        """Every WAV in `directory` (default: the speech fixtures), in name order, resampled
+        """Every WAV in `directory` (default: the shipped speech clips), in name order, resampled
         to 24 kHz and separated by short pauses."""
-        directory = directory or DEFAULT_SPEECH_DIR
+        directory = directory or clips_dir()
         paths = sorted(Path(directory).glob("*.wav"))
         if not paths:
             raise AudioError(f"no WAV files to stream in {directory}")

@@ -23,7 +23,7 @@ from liveserve.bench.duplex.server_config import derive_server_config, describe
 from liveserve.bench.duplex.speech_loop import LoopedSpeech
 from liveserve.bench.duplex.stream import FRAME_EVENT, StreamSetup, run_stream
 from liveserve.bench.server_process import ServerProcess
-from liveserve.config import default_config_path, read_config_data
+from liveserve.config import read_config_data, resolve_config_path
 
 WARMUP_S = 2.0  # the warm-up session speaks this long (at least 3 frames)
 PROGRESS_EVERY_S = 10.0
@@ -57,7 +57,7 @@ def _target(options: DuplexOptions) -> Iterator[Target]:
     if not options.starts_server:
         yield Target(options.url, metrics_fetcher(options.url), {"server": options.url})
         return
-    source = options.config or default_config_path()
+    source = resolve_config_path(options.config)
     raw, _ = derive_server_config(options, read_config_data(source), source)
     with tempfile.TemporaryDirectory(prefix="liveserve-duplex-") as tmp:
         path = Path(tmp) / "server.yaml"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 import yaml
@@ -19,7 +20,7 @@ from stages.models.tokenizer import TextTokenizer
 from stages.models.vocoder import VocoderConfig
 from stages.models.weights import CheckpointMismatch
 
-DEFAULT_CONFIG = "tiny-omni-cpu.yaml"
+DEFAULT_CONFIG = "tiny-omni-cpu"
 PLACEMENTS = ("processes", "threads")
 
 
@@ -72,14 +73,31 @@ class LiveServeConfig:
         return self.pipeline.duplex
 
 
+def shipped_configs() -> dict[str, Path]:
+    """The configs installed with LiveServe (the repository's configs/), by name without `.yaml`."""
+    root = Path(str(files("liveserve.configs")))
+    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+
+
 def default_config_path() -> Path:
-    """configs/tiny-omni-cpu.yaml of the checkout LiveServe is installed from (editable install)."""
-    return Path(__file__).resolve().parents[2] / "configs" / DEFAULT_CONFIG
+    """The embedded default config."""
+    return shipped_configs()[DEFAULT_CONFIG]
+
+
+def resolve_config_path(path: str | Path | None) -> Path:
+    """A config file by path, or a shipped config by name (`tiny-omni-cpu`); None: the default."""
+    if path is None:
+        return default_config_path()
+    shipped = shipped_configs()
+    if not Path(path).exists() and Path(path).stem in shipped and Path(path).parent == Path("."):
+        return shipped[Path(path).stem]
+    return Path(path)
 
 
 def load_config(path: str | Path | None = None) -> LiveServeConfig:
-    """Read and validate a YAML config; every problem is a ConfigError naming the field."""
-    source = Path(path) if path is not None else default_config_path()
+    """Read and validate a YAML config (a path, a shipped config's name, or None for the default);
+    every problem is a ConfigError naming the field."""
+    source = resolve_config_path(path)
     return parse_config(read_config_data(source), source)
 
 
@@ -98,7 +116,8 @@ def read_config_data(source: Path) -> object:
     try:
         return yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file not found: {source}") from None
+        names = ", ".join(shipped_configs())
+        raise ConfigError(f"config file not found: {source} (shipped configs, by name: {names})") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read config {source}: {exc}") from None
 

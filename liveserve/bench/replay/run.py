@@ -25,10 +25,10 @@ from liveserve.bench.replay.session_runner import SessionSetup, run_session
 from liveserve.bench.result_json import build_result
 from liveserve.bench.server_process import ServerProcess
 from liveserve.bench.workloads import WorkloadRequest
-from liveserve.config import LiveServeConfig, default_config_path, read_config_data
+from liveserve.config import LiveServeConfig, read_config_data, resolve_config_path
 from liveserve.config_reader import ConfigError
 from liveserve.realtime_client.audio import load_pcm16
-from liveserve.realtime_client.command import DEFAULT_BARGE_IN_WAV
+from liveserve.realtime_client.clips import BARGE_IN_CLIP, clip_path
 from stages.models.tokenizer import TextTokenizer
 
 WARMUP = WorkloadRequest("warmup", " Hello there.", 3, 4)
@@ -71,7 +71,7 @@ def check_replay(options: ReplayOptions) -> None:
     if options.dataset_path is not None and not options.dataset_path.is_file():
         raise ConfigError(f"dataset_path: no such file: {options.dataset_path}")
     if options.starts_server:
-        source = options.config or default_config_path()
+        source = resolve_config_path(options.config)
         derive_config(options.policy, read_config_data(source), source)
 
 
@@ -80,7 +80,7 @@ def _target(options: ReplayOptions) -> Iterator[Target]:
     if not options.starts_server:
         yield Target(options.url, None, None, {"server": options.url})
         return
-    source = options.config or default_config_path()
+    source = resolve_config_path(options.config)
     raw, config = derive_config(options.policy, read_config_data(source), source)
     with tempfile.TemporaryDirectory(prefix="liveserve-replay-") as tmp:
         path = Path(tmp) / "server.yaml"
@@ -97,7 +97,7 @@ def audio_ms_per_token(config: LiveServeConfig) -> float:
 
 
 def _setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], log: TextIO) -> SessionSetup:
-    barge_in = load_pcm16(DEFAULT_BARGE_IN_WAV) if options.barge_in_prob > 0 else np.zeros(0, np.int16)
+    barge_in = load_pcm16(clip_path(BARGE_IN_CLIP)) if options.barge_in_prob > 0 else np.zeros(0, np.int16)
     speech = None
     if options.prompt_audio:
         from liveserve.bench.speech import SpeechCache

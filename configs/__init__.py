@@ -1,0 +1,1 @@
+"""The shipped YAML configs, installed as the package `liveserve.configs` (read by `liveserve.config`)."""
