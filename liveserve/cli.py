@@ -12,6 +12,7 @@ from liveserve.audio_io import AudioError, read_wav, resample, write_wav
 from liveserve.bench.duplex.command import add_duplex_arguments
 from liveserve.bench.replay.command import add_replay_arguments
 from liveserve.config import check_checkpoints, load_config
+from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 
 ENCODER_RATE = 16000
@@ -38,11 +39,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--text", default="", help="text prompt (with or instead of --audio)")
     run.add_argument("--out", type=Path, required=True, help="where to write the 24 kHz mono PCM16 reply")
     run.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: tiny-omni-cpu)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], type=override_argument, metavar="KEY=VALUE",
+                     help="override one config key, e.g. stages.thinker.kv.num_blocks=256 (repeatable)")
     run.add_argument("--max-tokens", type=int, help="cap on generated text tokens")
     run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     run.set_defaults(handler=_cmd_run)
     serve = commands.add_parser("serve", help="the OpenAI Realtime-compatible server")
     serve.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: tiny-omni-cpu)")
+    serve.add_argument("--set", dest="overrides", action="append", default=[], type=override_argument, metavar="KEY=VALUE",
+                       help="override one config key, e.g. stages.thinker.scheduler.policy=fcfs (repeatable)")
     serve.add_argument("--host", help="interface to bind (default from config: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default from config: 8000)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -77,6 +82,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def override_argument(text: str) -> Override:
+    """`--set KEY=VALUE` for argparse: a malformed one is a usage error naming it."""
+    try:
+        return Override.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from liveserve.one_turn import run_one_turn
     from orchestrator.turn import TurnRequest
@@ -85,7 +98,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise AudioError("give --audio WAV, --text PROMPT, or both")
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be positive, got {args.max_tokens}")
-    config = load_config(args.config)
+    config = load_config(args.config, args.overrides)
     check_checkpoints(config)
     audio = None
     if args.audio is not None:
@@ -108,7 +121,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from liveserve.realtime.server import create_app
 
-    config = load_config(args.config)
+    config = load_config(args.config, args.overrides)
     check_checkpoints(config)
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib.resources import files
+from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
-
 from liveserve.admission import AdmissionConfig
+from liveserve.config_document import Override, apply_overrides, read_document
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.config import ChunkSizes, DuplexConfig, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
@@ -89,16 +89,16 @@ def resolve_config_path(path: str | Path | None) -> Path:
     if path is None:
         return default_config_path()
     shipped = shipped_configs()
-    if not Path(path).exists() and Path(path).stem in shipped and Path(path).parent == Path("."):
-        return shipped[Path(path).stem]
+    if str(path) in shipped and not Path(path).exists():
+        return shipped[str(path)]
     return Path(path)
 
 
-def load_config(path: str | Path | None = None) -> LiveServeConfig:
-    """Read and validate a YAML config (a path, a shipped config's name, or None for the default);
-    every problem is a ConfigError naming the field."""
+def load_config(path: str | Path | None = None, overrides: Iterable[Override] = ()) -> LiveServeConfig:
+    """Read and validate a YAML config (a path, a shipped config's name, or None for the default)
+    with `--set` overrides applied; every problem is a ConfigError naming the field."""
     source = resolve_config_path(path)
-    return parse_config(read_config_data(source), source)
+    return parse_config(apply_overrides(read_config_data(source), overrides), source)
 
 
 def check_checkpoints(config: LiveServeConfig) -> None:
@@ -112,14 +112,17 @@ def check_checkpoints(config: LiveServeConfig) -> None:
 
 
 def read_config_data(source: Path) -> object:
-    """The YAML document at `source`, not yet validated."""
+    """The YAML document at `source`, its `base` chain merged in, not yet validated."""
     try:
-        return yaml.safe_load(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return read_document(source, _resolve_base)
+    except FileNotFoundError as exc:
         names = ", ".join(shipped_configs())
-        raise ConfigError(f"config file not found: {source} (shipped configs, by name: {names})") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read config {source}: {exc}") from None
+        raise ConfigError(f"config file not found: {exc.filename} (shipped configs, by name: {names})") from None
+
+
+def _resolve_base(name: str, relative_to: Path) -> Path:
+    shipped = shipped_configs()
+    return shipped[name] if name in shipped else relative_to / name
 
 
 def parse_config(data: object, source: Path) -> LiveServeConfig:

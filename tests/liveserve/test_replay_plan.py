@@ -102,9 +102,9 @@ def test_presets_override_every_stage_and_validate_through_the_server_config():
     raw, config = derive_config("fcfs-nooffload", read_config_data(source), source)
     assert {raw["stages"][s]["scheduler"]["policy"] for s in ("encoder", "thinker", "talker", "vocoder")} == {"fcfs"}
     assert config.pipeline.thinker.scheduler.policy == "fcfs"
-    offloading = PRESETS["fcfs-lru"].apply(raw)
+    offloading, _ = derive_config("fcfs-lru", raw, source)
     assert offloading["stages"]["thinker"]["kv"]["eviction"] == "lru"
-    assert "eviction" not in raw["stages"]["thinker"]["kv"]  # the input is not modified
+    assert raw["stages"]["thinker"]["kv"]["eviction"] == "none"  # the input is not modified
 
 
 def test_a_preset_the_server_refuses_says_which_component():

@@ -1,10 +1,10 @@
 """Policy presets: which scheduler and KV residency a benchmarked server runs with.
 
-A preset is a set of config overrides applied to every stage it concerns. Whether this
-build has a preset's components is decided by the config loader itself: the derived
-config must validate (an unknown scheduling policy or KV field is refused there), so
-a preset needing a component that does not exist yet is reported, never run as
-something else.
+A preset is a list of `--set` overrides of every stage it concerns, applied to the
+run's config. Whether this build has a preset's components is decided by the config
+loader itself: the derived config must validate (an unknown scheduling policy or KV
+field is refused there), so a preset needing a component that does not exist yet is
+reported, never run as something else.
 
 | preset | scheduler | KV offload | preload |
 |---|---|---|---|
@@ -19,11 +19,11 @@ something else.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 
 from liveserve.config import LiveServeConfig, parse_config
+from liveserve.config_document import Override, apply_overrides
 from liveserve.config_reader import ConfigError
 
 SCHEDULED_STAGES = ("encoder", "thinker", "talker", "vocoder")
@@ -35,25 +35,20 @@ IDLE_OFFLOAD_S = 1.0  # next_use with preload: dormant KV not needed within this
 class Preset:
     name: str
     scheduler: str
-    eviction: str | None = None
+    eviction: str = "none"
     preload: bool = False
 
-    def apply(self, data: dict) -> dict:
-        """A copy of the raw config `data` with this preset's overrides."""
-        derived = copy.deepcopy(data)
-        stages = derived.setdefault("stages", {})
-        for kind in SCHEDULED_STAGES:
-            stages.setdefault(kind, {}).setdefault("scheduler", {})["policy"] = self.scheduler
-        if self.eviction is not None:
-            idle_offload = IDLE_OFFLOAD_S if self.eviction == "next_use" and self.preload else None
-            for kind in KV_STAGES:
-                stages[kind].setdefault("kv", {}).update(eviction=self.eviction, preload=self.preload,
-                                                         idle_offload_s=idle_offload)
-        return derived
+    @property
+    def overrides(self) -> tuple[Override, ...]:
+        """The settings this preset makes, stage by stage."""
+        idle_offload = IDLE_OFFLOAD_S if self.eviction == "next_use" and self.preload else None
+        kv = {"eviction": self.eviction, "preload": self.preload, "idle_offload_s": idle_offload}
+        return (*(Override(("stages", kind, "scheduler", "policy"), self.scheduler) for kind in SCHEDULED_STAGES),
+                *(Override(("stages", kind, "kv", key), value) for kind in KV_STAGES for key, value in kv.items()))
 
     @property
     def components(self) -> str:
-        offload = "no KV offload" if self.eviction is None else f"{self.eviction} KV eviction"
+        offload = "no KV offload" if self.eviction == "none" else f"{self.eviction} KV eviction"
         return f"{self.scheduler} scheduling, {offload}" + (", preload" if self.preload else "")
 
 
@@ -80,9 +75,7 @@ def derive_config(name: str, data: object, source: Path) -> tuple[dict, LiveServ
     preset = PRESETS.get(name)
     if preset is None:
         raise PresetUnavailable(f"unknown policy preset {name!r}; presets: {', '.join(PRESETS)}")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level")
-    derived = preset.apply(data)
+    derived = apply_overrides(data, preset.overrides)
     try:
         return derived, parse_config(derived, source)
     except ConfigError as exc:
