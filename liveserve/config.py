@@ -27,10 +27,13 @@ PLACEMENTS = ("processes", "threads")
 @dataclass(frozen=True)
 class RuntimeConfig:
     """`placement`: each stage engine in a process of its own ("processes"), or all on threads of the
-    server's process ("threads", where they share one interpreter lock)."""
+    server's process ("threads", where they share one interpreter lock). `trace_dir`: where each stage
+    writes its step timeline (`<stage>.jsonl`) and the server one line per response (`responses.jsonl`),
+    for finding where a turn waits; None: no trace."""
 
     torch_threads: int = 2
     placement: str = "processes"
+    trace_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.torch_threads <= 0:
@@ -140,12 +143,14 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     checkpoint = model.value("checkpoint", Path | None, None)
     models = _read_models(model)
     model.finish()
+    runtime = root.section("runtime").fill(RuntimeConfig)
     stages = root.section("stages")
     specs, sampling = {}, {}
     for offset, (kind, model_config) in enumerate(models.items()):
         section = stages.section(kind)
         weights = checkpoint / f"{kind}.safetensors" if checkpoint is not None else None
-        specs[kind] = _read_stage(section, kind, model_config, seed + offset, weights)
+        trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
+        specs[kind] = _read_stage(section, kind, model_config, seed + offset, weights, trace)
         if kind in ("thinker", "talker"):
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
         section.finish()
@@ -160,7 +165,6 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         duplex=root.section("duplex").fill(DuplexConfig),
     )
     streaming.finish()
-    runtime = root.section("runtime").fill(RuntimeConfig)
     server = root.section("server").fill(ServerConfig)
     admission = _read_admission(root.section("admission"), server)
     return LiveServeConfig(name, pipeline, runtime, server, str(source), admission)
@@ -188,13 +192,13 @@ def _read_models(model: Section) -> dict:
     return {"encoder": encoder, "thinker": thinker, "talker": talker, "vocoder": vocoder}
 
 
-def _read_stage(section: Section, kind: str, model, seed: int, weights: Path | None) -> StageSpec:
+def _read_stage(section: Section, kind: str, model, seed: int, weights: Path | None, trace: Path | None) -> StageSpec:
     scheduler = section.section("scheduler").fill(SchedulerConfig)
     kv = section.section("kv").fill(KVSpec) if kind in ("thinker", "talker") else None
     window = _read_window(section) if kind in ("thinker", "talker") else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
-                 seed=seed, checkpoint=weights, window=window, threads=threads)
+                 seed=seed, checkpoint=weights, window=window, threads=threads, trace_path=trace)
 
 
 def _read_window(section: Section) -> WindowSpec | None:

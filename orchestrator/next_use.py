@@ -9,8 +9,9 @@ from orchestrator.playback_board import NextUseHint
 class NextUseEstimator:
     """Per session, from what the user did so far (moving averages, priors until known).
 
-    - reply gap: from the end of the reply's playback to the user's next speech
-      start (0 for a barge-in, which starts before the end);
+    - reply gap: from the end of the reply's playback (of a text reply: its end) to
+      the user's next speech start or, in a session that does not speak, next item
+      (0 for a barge-in, which starts before the end);
     - speech lead: from speech start to the turn that needs the context.
     While the user speaks or a turn is generating, the context is needed now.
     `hint(now)` carries them to the stages (see NextUseHint); `lead_s` is the
@@ -29,10 +30,14 @@ class NextUseEstimator:
         self.drained_at = drained_at
 
     def on_speech_started(self, now: float) -> None:
+        self.on_user_input(now)
+        self.speech_started_at = now
+
+    def on_user_input(self, now: float) -> None:
+        """The user's next message began (speech, or an item that entered the conversation)."""
         if self.drained_at is not None:
             self.reply_gap_s = self._average(self.reply_gap_s, max(0.0, now - self.drained_at))
             self.drained_at = None
-        self.speech_started_at = now
 
     def on_turn_started(self, now: float) -> None:
         self.generating = True
@@ -40,8 +45,11 @@ class NextUseEstimator:
             self.lead_s = self._average(self.lead_s, now - self.speech_started_at)
             self.speech_started_at = None
 
-    def on_generation_end(self) -> None:
+    def on_generation_end(self, now: float) -> None:
+        """The reply is generated; one nobody plays (text) is over now."""
         self.generating = False
+        if self.drained_at is None:
+            self.drained_at = now
 
     def hint(self, now: float) -> NextUseHint:
         drained_at = now if self.drained_at is None else self.drained_at

@@ -181,6 +181,8 @@ class Orchestrator:
     def add_user_item(self, session_id: str, item_id: str, audio: np.ndarray | None = None, text: str = "") -> asyncio.Task:
         """Append a user message (16 kHz audio and/or text); the task resolves once it is in context."""
         session = self._session(session_id)
+        session.next_use.on_user_input(self.clock())
+        self.publish_next_use(session)
         return asyncio.ensure_future(UserInput(self, session, item_id, audio, text).run())
 
     def start_turn(self, session_id: str, request: TurnRequest, item_id: str | None = None) -> Turn:

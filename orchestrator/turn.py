@@ -216,7 +216,7 @@ class Turn:
     def _release_context(self) -> None:
         if not self._generating.done():
             self._generating.set_result(None)
-            self.session.next_use.on_generation_end()
+            self.session.next_use.on_generation_end(self.orch.clock())
             self.orch.publish_next_use(self.session)
 
     def _emit(self, event: TurnEvent) -> None:

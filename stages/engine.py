@@ -17,6 +17,7 @@ from stages.commands import (
 from stages.plan import RunnerOutput, StageOutput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
+from stages.step_trace import StepTrace
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
@@ -63,15 +64,17 @@ class StageEngine:
     Every request lives on the engine's thread: other threads only `submit` commands
     and receive outputs through `emit`, called on the engine thread after each step.
     With `num_threads`, that thread's torch ops use that many intra-op threads (the
-    setting is per thread); otherwise the process default.
+    setting is per thread); otherwise the process default. With a `trace`, every step
+    that did something is written to it (see StepTrace).
     A command that a request rejects and a runner failure become error outputs for
     the requests concerned; the engine itself keeps running.
     """
 
     def __init__(self, name: str, scheduler: Scheduler, runner: ModelRunner, emit: Callable[[list[StageOutput]], None],
-                 num_threads: int | None = None) -> None:
+                 num_threads: int | None = None, trace: StepTrace | None = None) -> None:
         self.name = name
         self.num_threads = num_threads
+        self.trace = trace
         self.scheduler = scheduler
         self.runner = runner
         self.emit = emit
@@ -99,7 +102,10 @@ class StageEngine:
         plan = self.scheduler.schedule()
         started = time.perf_counter()
         output = self._execute(plan) if plan.chunks else RunnerOutput({})
-        self._record(plan.num_tokens, len(plan.chunks), time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self._record(plan.num_tokens, len(plan.chunks), elapsed)
+        if self.trace is not None:
+            self.trace.record(plan.now, elapsed, plan)
         outputs = self.scheduler.update_from_output(plan, output)
         self._resident_tokens = self.scheduler.resident_tokens()
         return outputs
@@ -233,3 +239,5 @@ class StageEngine:
             self._thread.join(timeout=5)
         if self.scheduler.kv is not None:
             self.scheduler.kv.close()
+        if self.trace is not None:
+            self.trace.close()

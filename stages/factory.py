@@ -29,6 +29,7 @@ from stages.runners.encoder import EncoderRunner
 from stages.runners.vocoder import VocoderRunner
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
+from stages.step_trace import StepTrace
 from stages.validation import require_number, require_positive_ints
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ class StageSpec:
     and keeps in KV; it takes no host tier, and the pool must hold one request's sinks,
     window and largest chunk. `threads` is how many intra-op threads the stage's steps
     compute with (None: the process default): stages computing at once on a few cores
-    each with all of them oversubscribe the cores.
+    each with all of them oversubscribe the cores. `trace_path`: where the engine writes
+    its step timeline (see StepTrace; None: no trace).
     """
 
     name: str
@@ -107,6 +109,7 @@ class StageSpec:
     checkpoint: Path | None = None
     window: WindowSpec | None = None
     threads: int | None = None
+    trace_path: Path | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -182,5 +185,6 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     else:
         runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
     scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, spec.window, device)
-    engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads))
+    trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
+    engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads, trace=trace))
     return engines[0]

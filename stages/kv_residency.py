@@ -11,6 +11,8 @@ from stages.requests.base import RequestStatus, StageRequest
 SWEEP_S = 0.1
 PRELOAD_TRIGGERS = ("speech_start", "pause")
 RESUME_LEAD_S = 0.3  # a held request's offloaded KV starts coming back this long before it resumes
+PREDICTED_LEAD_S = 1.0  # a dormant request's offloaded KV starts coming back this long before its predicted use
+FREE_RESERVE = 0.1  # a predicted preload leaves this share of the pool free (for what runs meanwhile)
 
 
 @dataclass
@@ -43,9 +45,14 @@ class KVResidency:
       user goes quiet (`speech_paused`, `preload_at` "pause"), which keeps a speaking
       user's KV off the device until their turn is about to end, or at once
       (`preload_at` "speech_start").
-    - With `idle_offload_s` set, `sweep` (at most every SWEEP_S) moves to the host the
-      KV of dormant requests not needed for that long, pressure or not, so that
-      device residency follows the conversation; speech brings it back (preload).
+    - `sweep` (at most every SWEEP_S) refreshes the dormant requests' next-use hints.
+      With `preload` on, a dormant request whose KV pressure moved to the host comes
+      back once its predicted next use is within PREDICTED_LEAD_S (a session that
+      writes gives no speech to preload at), into free room only: the load must leave
+      FREE_RESERVE of the pool free, and is tried once until the request wakes.
+      With `idle_offload_s` set, it also moves to the host the KV of dormant requests
+      not needed for that long, pressure or not, so that device residency follows
+      the conversation; speech brings it back (preload).
     Without a host tier every call is a no-op and every request is resident.
     """
 
@@ -64,6 +71,7 @@ class KVResidency:
         self.counters = ReloadCounters()
         self._waiting_since: dict[str, float] = {}
         self._hold_preloads: set[str] = set()  # held requests whose preload was asked for this hold
+        self._predicted: set[str] = set()  # dormant requests whose predicted preload was tried since they slept
 
     def went_dormant(self, request: StageRequest, now: float) -> None:
         if self.tiered and request.status is RequestStatus.RUNNING:
@@ -72,6 +80,7 @@ class KVResidency:
             self.kv.store(request.request_id)
 
     def woke(self, request: StageRequest) -> None:
+        self._predicted.discard(request.request_id)
         if self.tiered and request.status is RequestStatus.RUNNING:
             self.kv.set_evictable(request.request_id, False)
 
@@ -97,11 +106,27 @@ class KVResidency:
             self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
 
     def sweep(self, dormant: list[StageRequest], now: float) -> None:
-        if self.idle_offload_s is None or now < self._next_sweep:
+        if not self.tiered or now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_S
         self.refresh_hints(dormant, now)
-        self.kv.evict_beyond(now + self.idle_offload_s)
+        if self.preload and self.view is not None:
+            self._preload_predicted(dormant, now)
+        if self.idle_offload_s is not None:
+            self.kv.evict_beyond(now + self.idle_offload_s)
+
+    def _preload_predicted(self, dormant: list[StageRequest], now: float) -> None:
+        kv = self.kv
+        reserve = FREE_RESERVE * kv.pool.num_blocks
+        for request in dormant:
+            request_id = request.request_id
+            at = self.view.next_use(request_id)
+            if at is None or at - now > PREDICTED_LEAD_S or request_id in self._predicted:
+                continue
+            offloaded = kv.num_offloaded_blocks(request_id)
+            if offloaded and kv.num_free_blocks - offloaded >= reserve:
+                self._predicted.add(request_id)
+                kv.preload(request_id, max(at - now, RESUME_LEAD_S))
 
     def _next_use(self, request_id: str, now: float) -> float:
         at = self.view.next_use(request_id) if self.view is not None else None
@@ -136,6 +161,7 @@ class KVResidency:
 
     def forget(self, request_id: str) -> None:
         self._waiting_since.pop(request_id, None)
+        self._predicted.discard(request_id)
 
     def poll(self, now: float) -> None:
         """Complete finished transfers and account for loads."""

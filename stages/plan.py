@@ -23,10 +23,13 @@ class ScheduledChunk:
 
 @dataclass(frozen=True)
 class SchedulerPlan:
-    """One round: the chunks to run and the requests preempted to make room."""
+    """One round at clock time `now`: the chunks to run, the requests preempted to make room, and
+    the requests that got work since the last round (`ready`)."""
 
+    now: float = 0.0
     chunks: list[ScheduledChunk] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    ready: list[str] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:

@@ -116,10 +116,10 @@ class Scheduler:
 
     def schedule(self) -> SchedulerPlan:
         now = self.clock()
-        plan = SchedulerPlan()
+        plan = SchedulerPlan(now)
         if self.residency is not None:
             self.residency.poll(now)
-        ready = self._scan(now)
+        ready = self._scan(now, plan.ready)
         if self.residency is not None:
             self.residency.sweep(self._dormant, now)
         ordered = self.policy.order(ready, now)
@@ -142,8 +142,9 @@ class Scheduler:
                 request.last_scheduled_time = now
         return plan
 
-    def _scan(self, now: float) -> list[StageRequest]:
-        """Reap finished requests and return those with pending work; any that just got some is ready since `now`."""
+    def _scan(self, now: float, newly_ready: list[str]) -> list[StageRequest]:
+        """Reap finished requests and return those with pending work; any that just got some is ready
+        since `now` (and listed in `newly_ready`)."""
         ready, finished, self._dormant = [], [], []
         for request in self.requests.values():
             if request.is_finished:
@@ -151,6 +152,7 @@ class Scheduler:
             elif request.num_pending > 0:
                 if request.ready_since is None:
                     request.ready_since = now
+                    newly_ready.append(request.request_id)
                     if self.residency is not None:
                         self.residency.woke(request)
                 ready.append(request)

@@ -100,6 +100,15 @@ class ResponseStream:
         emit("response.output_item.done", response_id=self.response_id, output_index=0, item=item_json)
         emit("conversation.item.done", item=item_json)
         emit("response.done", response=self.response_json(status, done))
+        if self.session.response_trace is not None:
+            self._trace(status, done)
+
+    def _trace(self, status: str, done: TurnDone) -> None:
+        turn = self.turn
+        self.session.response_trace.record(
+            session=self.session.session_id, thinker=turn.session.thinker_id, turn=turn.turn_id, status=status,
+            turn_end=self.turn_end, first_audio=self.first_audio_at, done=time.monotonic(),
+            text_tokens=done.usage.text_tokens, codec_frames=done.usage.codec_frames, audio_ms=self.item.audio_ms)
 
     def _part(self) -> dict:
         if self.speak:

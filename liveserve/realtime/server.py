@@ -16,6 +16,7 @@ from liveserve.config import LiveServeConfig
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, new_id
+from liveserve.realtime.response_trace import ResponseTrace
 from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from liveserve.runtime import configure_torch, freeze_startup_objects, make_placement
@@ -45,6 +46,8 @@ class RealtimeServer:
         self.gate = make_admission(config.admission, config.duplex.frame_ms / 1000, config.server.max_sessions)
         self.kv_watch = KVWatch(config.admission.forecast_window_s, config.duplex.expected_session_s)
         self.metrics.watch_admission(self.gate, self.kv_watch)
+        trace_dir = config.runtime.trace_dir
+        self.response_trace = ResponseTrace(trace_dir / "responses.jsonl") if trace_dir is not None else None
 
     async def serve_connection(self, ws: WebSocket) -> None:
         offered = ws.scope.get("subprotocols") or []
@@ -55,7 +58,7 @@ class RealtimeServer:
         dialect = Dialect(ws.headers.get("openai-beta", "").startswith("realtime=v1"))
         model = ws.query_params.get("model") or self.config.model_name
         session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics,
-                                  on_frame_latency=self.frame_done)
+                                  on_frame_latency=self.frame_done, response_trace=self.response_trace)
         self.sessions.add(session)
         self.monitors.add(session.monitor)
         self.metrics.live_sessions.set(len(self.sessions))
@@ -135,6 +138,8 @@ def create_app(config: LiveServeConfig) -> FastAPI:
             watch.cancel()
             await asyncio.gather(watch, return_exceptions=True)
             await server.orch.stop()
+            if server.response_trace is not None:
+                server.response_trace.close()
 
     app = FastAPI(title="LiveServe", lifespan=lifespan)
     app.state.server = server

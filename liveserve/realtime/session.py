@@ -17,6 +17,7 @@ from liveserve.realtime.input_audio import InputAudioBuffer, Resampler24to16, de
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
 from liveserve.realtime.response_stream import ResponseStream, unheard_json
+from liveserve.realtime.response_trace import ResponseTrace
 from liveserve.realtime.settings import SessionSettings, apply_update, beta_session, ga_session, response_overrides
 from monitor import (
     BargeIn, SessionMonitor, SileroVAD, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector,
@@ -41,9 +42,11 @@ class RealtimeSession:
 
     def __init__(self, orch: Orchestrator, settings: SessionSettings, dialect: Dialect,
                  send: Callable[[dict], Awaitable[None]], metrics: ServerMetrics,
-                 on_frame_latency: Callable[[float], None] | None = None) -> None:
+                 on_frame_latency: Callable[[float], None] | None = None,
+                 response_trace: ResponseTrace | None = None) -> None:
         self.session_id = new_id("sess")
         self.orch, self.settings, self.dialect, self.metrics = orch, settings, dialect, metrics
+        self.response_trace = response_trace
         self.conversation = Conversation()
         self.buffer = InputAudioBuffer()
         self.monitor = SessionMonitor(self.session_id, self._detector(settings), time.monotonic)

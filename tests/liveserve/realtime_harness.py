@@ -25,11 +25,13 @@ def fixture_pcm16(name: str) -> np.ndarray:
         return np.frombuffer(wav.readframes(wav.getnframes()), "<i2")
 
 
-def small_config(tmp_dir: Path, **server) -> Path:
-    """The default config with a smaller thinker, so a test turn takes little CPU."""
+def small_config(tmp_dir: Path, runtime: dict | None = None, **server) -> Path:
+    """The default config with a smaller thinker, so a test turn takes little CPU (`runtime` and
+    `server` settings updated)."""
     data = yaml.safe_load(default_config_path().read_text())
     data["model"]["thinker"].update(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
                                     intermediate_size=256)
+    data["runtime"].update(runtime or {})
     data["server"].update(server)
     path = tmp_dir / "server.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -82,3 +82,10 @@ def test_shipped_configs_are_found_by_name_from_any_folder(tmp_path, monkeypatch
         assert load_config(name).source == str(shipped_configs()[name])
     with pytest.raises(ConfigError, match="config file not found: nope.yaml"):
         load_config("nope.yaml")
+
+
+def test_a_trace_dir_gives_every_stage_its_trace_file(tmp_path):
+    config = load_config(None, [Override.parse(f"runtime.trace_dir={tmp_path}")])
+    assert [spec.trace_path for spec in config.pipeline.stages] == [
+        tmp_path / f"{kind}.jsonl" for kind in ("encoder", "thinker", "talker", "vocoder")]
+    assert all(spec.trace_path is None for spec in load_config(None).pipeline.stages)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import base64
+import json
+import math
 import time
 
 import numpy as np
@@ -240,6 +241,34 @@ def test_step_counters_grow_with_a_reply(server):
         after_steps, after_tokens, after_busy = counters(stage)
         assert after_steps > steps and after_busy > busy, stage
         assert after_tokens - tokens >= after_steps - steps, stage  # every counted step ran at least one position
+
+
+def test_traces_line_up_each_response_with_the_steps_of_its_stages(server):
+    async def reply():
+        async with connect(server) as ws:
+            client = Client(ws)
+            await client.next("session.created")
+            await client.ask("Count to three.", max_output_tokens=4)
+            await client.next("response.done", timeout=120)
+
+    run(reply())
+    response = json.loads((server.trace_dir / "responses.jsonl").read_text().splitlines()[-1])
+    steps = {stage: [json.loads(line) for line in (server.trace_dir / f"{stage}.jsonl").read_text().splitlines()]
+             for stage in ("thinker", "talker", "vocoder")}
+
+    def first(stage: str, key: str, request_id: str) -> float:
+        """When `request_id` first got work (key "ready") or ran (key "run") after the turn ended."""
+        return next(s["t"] for s in steps[stage]
+                    if s["t"] >= response["turn_end"] and request_id in {r if key == "ready" else r[0] for r in s[key]})
+
+    # the turn's path, in the order it must have happened: turn end, thinker, talker, vocoder, first audio
+    # (the session's context may have computed before: its user item enters as soon as it is created)
+    talker, vocoder = f"{response['turn']}/talker", f"{response['turn']}/vocoder"
+    path = [response["turn_end"], first("thinker", "run", response["thinker"]), first("talker", "ready", talker),
+            first("talker", "run", talker), first("vocoder", "ready", vocoder), first("vocoder", "run", vocoder),
+            response["first_audio"]]
+    assert path == sorted(path) and response["status"] in ("completed", "incomplete")
+    assert response["audio_ms"] > 0 and response["text_tokens"] > 0
 
 
 def test_liveserve_client_against_the_server(server, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from liveserve.bench.replay.plan import load_requests, plan_sessions
 from liveserve.bench.replay.presets import PRESETS, PresetUnavailable, derive_config
 from liveserve.bench.replay.server_figures import kv_figures
 from liveserve.bench.workloads import WorkloadRequest
-from liveserve.config import default_config_path, read_config_data
+from liveserve.config import default_config_path, load_config, read_config_data
 from stages.models.tokenizer import TextTokenizer
 
 TOKENIZER = TextTokenizer.default()
@@ -143,3 +144,15 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
     assert figures["unheard_units"] == {"talker": 30.0}
     assert figures["preloads"] == {"hit": 4.0, "too_late": 1.0} and figures["preload_hits"] == 4.0
     assert figures["preload_cancelled"] is None and figures["evictions"] is None  # not exported
+
+
+@pytest.mark.parametrize("shipped, preset", [
+    ("tiny-omni-cpu", "liveserve"),
+    ("tiny-omni-cpu-fcfs-lru", "fcfs-lru"),
+    ("tiny-omni-cpu-fcfs-nooffload", "fcfs-nooffload"),
+])
+def test_the_shipped_configs_are_the_default_served_by_a_preset(shipped, preset):
+    # the default is LiveServe's own policies; each baseline config is the default as its preset serves it
+    source = default_config_path()
+    _, derived = derive_config(preset, read_config_data(source), source)
+    assert dataclasses.replace(load_config(shipped), source=derived.source) == derived

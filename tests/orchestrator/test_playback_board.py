@@ -64,11 +64,25 @@ def test_estimator_learns_the_users_reply_gap_and_speech_lead():
     estimator.on_turn_started(now=14.0)  # 3 s from speech start to the turn: lead (1 + 3) / 2
     assert estimator.lead_s == pytest.approx(2.0)
     assert estimator.hint(14.0).at(14.0) == 14.0  # generating: needed now
-    estimator.on_generation_end()
+    estimator.on_generation_end(now=14.0)
     assert estimator.hint(14.0).at(14.0) == pytest.approx(15.5)
     estimator.on_playback(drained_at=20.0)
     estimator.on_speech_started(now=18.0)  # barge-in before the end: a gap of 0
     assert estimator.reply_gap_s == pytest.approx(0.75)
+
+
+def test_estimator_learns_the_reply_gap_of_a_session_that_writes():
+    estimator = NextUseEstimator(InteractionPriors(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
+    estimator.on_user_input(now=1.0)  # the first item: no reply before it, nothing to learn
+    estimator.on_turn_started(now=1.0)
+    estimator.on_generation_end(now=3.0)  # a text reply is over when generated
+    assert estimator.hint(3.0).at(3.0) == pytest.approx(5.0)
+    estimator.on_user_input(now=9.0)  # the next item 6 s after the reply: gap (2 + 6) / 2
+    assert estimator.reply_gap_s == pytest.approx(4.0)
+    estimator.on_turn_started(now=9.0)
+    estimator.on_playback(drained_at=15.0)  # a spoken reply: its playback end counts, not its generation end
+    estimator.on_generation_end(now=12.0)
+    assert estimator.hint(12.0).at(12.0) == pytest.approx(19.0)
 
 
 def test_a_turn_publishes_its_requests_until_it_ends(pipeline):

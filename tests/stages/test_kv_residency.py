@@ -210,6 +210,43 @@ def test_preload_at_pause_leaves_a_speaking_users_kv_away_until_they_go_quiet():
     assert kv.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
 
 
+def test_a_context_comes_back_before_its_predicted_next_use_into_free_room():
+    # a session that writes gives no speech to preload at: its predicted next use is the signal
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)  # a next used at 50 s; 6 blocks free
+    clock.t = 48.0
+    scheduler.schedule()  # 2 s away: beyond the lead, a stays on the host
+    assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
+    clock.t = 49.2
+    scheduler.schedule()  # within PREDICTED_LEAD_S: a background load, tried once
+    clock.t = 49.4
+    scheduler.schedule()
+    assert kv.stats["preloads_admitted"] == 1
+    kv.worker.run_all()
+    clock.t = 49.6
+    scheduler.schedule()
+    assert kv.is_resident("s/a")
+    clock.t = 50.0
+    next_turn(scheduler, "s/a", [7, 8])
+    run(scheduler, runner, kv)
+    assert kv.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
+
+
+def test_a_predicted_preload_takes_only_free_room_beyond_the_reserve():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)
+    scheduler.add(thinker("s/e", 40.0, list(range(1, 10)), max_tokens=2, close=False))  # 3 more blocks held: 3 free
+    run(scheduler, runner, kv)
+    view.next_use_at["s/e"] = 60.0
+    clock.t = 49.5
+    scheduler.schedule()  # a's 3 blocks would leave no free block (the reserve is 1.2): a waits for its turn
+    assert kv.num_offloaded_blocks("s/a") == 3
+    assert kv.stats["preloads_admitted"] == kv.stats["preloads_no_room"] == 0  # nothing tried, nothing evicted
+    assert kv.num_offloaded_blocks("s/e") == 0
+
+
 def test_preload_at_speech_start_ignores_pauses():
     view = NextUseView()
     scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")

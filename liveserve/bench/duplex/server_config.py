@@ -15,7 +15,7 @@ def derive_server_config(options: DuplexOptions, data: object, source: Path) -> 
     """The raw and validated config of `data` (read from `source`) with `options` applied.
 
     Overrides: `duplex.frame_ms`; the thinker's `window` (removed, i.e. unbounded,
-    without `--window`); `stages.thinker.kv.num_blocks`; `admission.policy` and the
+    without `--window`; with one, the thinker's KV has no host tier); `stages.thinker.kv.num_blocks`; `admission.policy` and the
     `--admission-set` keys (validated with the rest of the config); and
     `server.max_sessions` raised so every stream of a fixed run (plus the warm-up
     session, which may still be closing) is let in, or, with a ramp, set to
@@ -27,8 +27,9 @@ def derive_server_config(options: DuplexOptions, data: object, source: Path) -> 
     _section(derived, "duplex")["frame_ms"] = options.frame_ms
     thinker = _section(_section(derived, "stages"), "thinker")
     thinker.pop("window", None)
-    if options.window is not None:
+    if options.window is not None:  # a window takes no host tier
         thinker["window"] = {"tokens": options.window, "sinks": options.sinks or 0}
+        _section(thinker, "kv").update(eviction="none", preload=False, idle_offload_s=None)
     if options.kv_blocks is not None:
         _section(thinker, "kv")["num_blocks"] = options.kv_blocks
     admission = _section(derived, "admission")

@@ -10,8 +10,9 @@ reported, never run as something else.
 |---|---|---|---|
 | `fcfs-nooffload` | fcfs | none: pressure preempts and recomputes (vLLM-Omni without offload) | - |
 | `fcfs-lru` | fcfs | host tier, LRU eviction (vLLM-Omni with offload) | off |
-| `liveserve` | urgency | host tier, next-use eviction, idle offload | on |
-| `liveserve-fcfs` | fcfs | host tier, next-use eviction, idle offload | on |
+| `liveserve` (the default config) | urgency | host tier, next-use eviction | on |
+| `liveserve-idle` | urgency | host tier, next-use eviction, idle offload | on |
+| `liveserve-fcfs` | fcfs | host tier, next-use eviction | on |
 | `liveserve-lru` | urgency | host tier, LRU eviction | on |
 | `liveserve-nopreload` | urgency | host tier, next-use eviction | off |
 | `liveserve-nooffload` | urgency | none | - |
@@ -28,7 +29,7 @@ from liveserve.config_reader import ConfigError
 
 SCHEDULED_STAGES = ("encoder", "thinker", "talker", "vocoder")
 KV_STAGES = ("thinker", "talker")
-IDLE_OFFLOAD_S = 1.0  # next_use with preload: dormant KV not needed within this leaves the device
+IDLE_OFFLOAD_S = 1.0  # liveserve-idle: dormant KV not needed within this leaves the device, pressure or not
 
 
 @dataclass(frozen=True)
@@ -37,19 +38,20 @@ class Preset:
     scheduler: str
     eviction: str = "none"
     preload: bool = False
+    idle_offload_s: float | None = None
 
     @property
     def overrides(self) -> tuple[Override, ...]:
         """The settings this preset makes, stage by stage."""
-        idle_offload = IDLE_OFFLOAD_S if self.eviction == "next_use" and self.preload else None
-        kv = {"eviction": self.eviction, "preload": self.preload, "idle_offload_s": idle_offload}
+        kv = {"eviction": self.eviction, "preload": self.preload, "idle_offload_s": self.idle_offload_s}
         return (*(Override(("stages", kind, "scheduler", "policy"), self.scheduler) for kind in SCHEDULED_STAGES),
                 *(Override(("stages", kind, "kv", key), value) for kind in KV_STAGES for key, value in kv.items()))
 
     @property
     def components(self) -> str:
         offload = "no KV offload" if self.eviction == "none" else f"{self.eviction} KV eviction"
-        return f"{self.scheduler} scheduling, {offload}" + (", preload" if self.preload else "")
+        idle = ", idle offload" if self.idle_offload_s is not None else ""
+        return f"{self.scheduler} scheduling, {offload}{idle}" + (", preload" if self.preload else "")
 
 
 PRESETS = {
@@ -58,6 +60,7 @@ PRESETS = {
         Preset("fcfs-nooffload", "fcfs"),
         Preset("fcfs-lru", "fcfs", "lru"),
         Preset("liveserve", "urgency", "next_use", preload=True),
+        Preset("liveserve-idle", "urgency", "next_use", preload=True, idle_offload_s=IDLE_OFFLOAD_S),
         Preset("liveserve-fcfs", "fcfs", "next_use", preload=True),
         Preset("liveserve-lru", "urgency", "lru", preload=True),
         Preset("liveserve-nopreload", "urgency", "next_use"),
