@@ -68,7 +68,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from liveserve.bench.replay.command import run_sweep_command
+    from liveserve.bench.sweep.command import run_sweep_command
 
     return run_sweep_command(args.spec, args.out)
 
