@@ -134,7 +134,8 @@ def format_summary(result: Mapping[str, Any]) -> str:
     ]
     if result["ramp"] is not None:
         ramp = result["ramp"]
-        rows.append(("Ramp settled cap / live", f"{format_number(ramp['settled_cap'], 1)} / {format_number(ramp['settled_live'], 1)}"))
+        settled = f"{format_number(ramp['settled_cap'], 1)} / {format_number(ramp['settled_live'], 1)}"
+        rows.append(("Ramp settled cap / live", settled))
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
     lines.extend(f"warning: {warning}" for warning in result["warnings"])
@@ -147,4 +148,3 @@ def format_summary(result: Mapping[str, Any]) -> str:
         figures = "  ".join(f"{format_number(bucket[k], 1):>8}" for k in ("p50", "p90", "p99", "max"))
         lines.append(f"{span:>12}  {bucket['frames']:>7}  {figures}  {format_number(max(occ) if occ else None, 3)}")
     return "\n".join(lines)
-

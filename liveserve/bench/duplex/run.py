@@ -102,4 +102,3 @@ async def _report_progress(sessions: Sequence[SessionLog], poller: MetricsPoller
         shown = "n/a" if occupancy is None else f"{occupancy:.3f}"
         print(f"[{at:>4} s / {end:g} s] {streaming} sessions streaming, {frames} frames, KV occupancy {shown}",
               file=log, flush=True)
-

@@ -57,7 +57,8 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         hold_until_heard=args.hold_until_heard,
         trace_arrivals=args.trace_arrivals, time_scale=args.time_scale, model_filter=args.model_filter,
         prompt_audio=args.prompt_audio, barge_in_prob=args.barge_in_prob, url=args.url, config=args.config,
-        policy=args.policy, overrides=tuple(args.overrides), request_timeout_s=args.request_timeout, audio_ms_per_token=args.audio_ms_per_token,
+        policy=args.policy, overrides=tuple(args.overrides), request_timeout_s=args.request_timeout,
+        audio_ms_per_token=args.audio_ms_per_token,
     )
 
 
@@ -95,4 +96,3 @@ def format_summary(result: dict[str, Any]) -> str:
     rows.append(("Wasted-token ratio", format_number(result["wasted_token_ratio"], 3)))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
-

@@ -128,4 +128,3 @@ async def _replay(sessions: list[PlannedSession], setup: SessionSetup, max_concu
 
     per_session = await dispatch([s.start_s for s in sessions], replay_one, max_concurrency)
     return [metrics for session in per_session for metrics in session]
-
