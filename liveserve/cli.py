@@ -1,4 +1,8 @@
-"""The `liveserve` command line."""
+"""The `liveserve` command line.
+
+`serve`, `run` and `client` never import the benchmarks: `liveserve bench ...` hands the
+arguments after `bench` to `liveserve.bench.cli`, imported only then.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,25 @@ import sys
 from pathlib import Path
 
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
-from liveserve.bench.duplex.command import add_duplex_arguments
-from liveserve.bench.replay.command import add_replay_arguments
 from liveserve.config import check_checkpoints, load_config
-from liveserve.config_document import Override
+from liveserve.config_document import add_override_argument
 from liveserve.config_reader import ConfigError
 
 ENCODER_RATE = 16000
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from liveserve.bench.cli import main as bench_main
+
+        return bench_main(argv[1:])
+    return run_command(_parser(), argv)
+
+
+def run_command(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    """Parse `argv` and run the chosen command's handler: its exit status, or 2 with the help
+    (no command given) or with one line naming a bad input (a config, audio or file mistake)."""
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
         parser.print_help()
@@ -39,15 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--text", default="", help="text prompt (with or instead of --audio)")
     run.add_argument("--out", type=Path, required=True, help="where to write the 24 kHz mono PCM16 reply")
     run.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: tiny-omni-cpu)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], type=override_argument, metavar="KEY=VALUE",
-                     help="override one config key, e.g. stages.thinker.kv.num_blocks=256 (repeatable)")
+    add_override_argument(run, "stages.thinker.kv.num_blocks=256")
     run.add_argument("--max-tokens", type=int, help="cap on generated text tokens")
     run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     run.set_defaults(handler=_cmd_run)
     serve = commands.add_parser("serve", help="the OpenAI Realtime-compatible server")
     serve.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: tiny-omni-cpu)")
-    serve.add_argument("--set", dest="overrides", action="append", default=[], type=override_argument, metavar="KEY=VALUE",
-                       help="override one config key, e.g. stages.thinker.scheduler.policy=fcfs (repeatable)")
+    add_override_argument(serve, "stages.thinker.scheduler.policy=fcfs")
     serve.add_argument("--host", help="interface to bind (default from config: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default from config: 8000)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -62,32 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument("--max-output-tokens", type=int, help="cap on each reply's text tokens")
     client.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     client.set_defaults(handler=_cmd_client)
-    bench = commands.add_parser("bench", help="benchmarks").add_subparsers()
-    engine = bench.add_parser("engine", help="thinker prefill/decode throughput at batch 1, 16, 64")
-    engine.add_argument("--config", type=Path)
-    engine.add_argument("--batch-sizes", default="1,16,64")
-    engine.add_argument("--json", type=Path, help="also write the result here")
-    engine.set_defaults(handler=_cmd_bench_engine)
-    replay = bench.add_parser("replay", help="replay a workload over /v1/realtime and measure it")
-    add_replay_arguments(replay)
-    replay.set_defaults(handler=_cmd_bench_replay)
-    sweep = bench.add_parser("sweep", help="replay at every point of a grid; results JSON, table and plots")
-    sweep.add_argument("--spec", type=Path, required=True, help="the sweep's YAML spec")
-    sweep.add_argument("--out", type=Path, required=True, help="directory for results.json, results.md and plots")
-    sweep.set_defaults(handler=_cmd_bench_sweep)
-    duplex = bench.add_parser("duplex", help="continuous full-duplex speech streams: per-frame latency, "
-                              "KV occupancy, stalls")
-    add_duplex_arguments(duplex)
-    duplex.set_defaults(handler=_cmd_bench_duplex)
+    commands.add_parser("bench", help="benchmarks: engine, replay, sweep, duplex (liveserve bench --help)",
+                        add_help=False)  # listed here; `main` hands `bench ...` to liveserve.bench.cli
     return parser
-
-
-def override_argument(text: str) -> Override:
-    """`--set KEY=VALUE` for argparse: a malformed one is a usage error naming it."""
-    try:
-        return Override.parse(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -136,39 +123,6 @@ def _cmd_client(args: argparse.Namespace) -> int:
     return run_client_command(args.wav, args.url, out=args.out, barge_in_after_ms=args.barge_in_after_ms,
                               barge_in_wav=args.barge_in_wav, as_json=args.json, timeout_s=args.timeout,
                               max_output_tokens=args.max_output_tokens)
-
-
-def _cmd_bench_engine(args: argparse.Namespace) -> int:
-    from liveserve.bench.engine import format_table, run_engine_bench
-
-    try:
-        batches = tuple(int(b) for b in args.batch_sizes.split(","))
-    except ValueError:
-        raise ConfigError(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}") from None
-    result = run_engine_bench(load_config(args.config), batches)
-    print(format_table(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
-
-
-def _cmd_bench_replay(args: argparse.Namespace) -> int:
-    from liveserve.bench.replay.command import run_replay_command
-
-    return run_replay_command(args)
-
-
-def _cmd_bench_sweep(args: argparse.Namespace) -> int:
-    from liveserve.bench.replay.command import run_sweep_command
-
-    return run_sweep_command(args.spec, args.out)
-
-
-def _cmd_bench_duplex(args: argparse.Namespace) -> int:
-    from liveserve.bench.duplex.command import run_duplex_command
-
-    return run_duplex_command(args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ misspelt key or a bad value is named the same way.
 
 from __future__ import annotations
 
+import argparse
 import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -48,6 +49,20 @@ class Override:
 
     def __str__(self) -> str:
         return f"{self.key}={yaml.safe_dump(self.value, default_flow_style=True).strip().removesuffix('...').strip()}"
+
+
+def override_argument(text: str) -> Override:
+    """`--set KEY.PATH=VALUE` for argparse: a malformed one is a usage error naming it."""
+    try:
+        return Override.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_override_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, example: str) -> None:
+    """The repeatable `--set KEY.PATH=VALUE` flag; its Overrides land in `args.overrides`, in order."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], type=override_argument,
+                        metavar="KEY.PATH=VALUE", help=f"override one config key, e.g. {example} (repeatable)")
 
 
 def apply_overrides(data: object, overrides: Iterable[Override]) -> dict:

@@ -1,1 +1,1 @@
-"""Benchmarks an installed LiveServe can run: `liveserve bench engine | replay | sweep`."""
+"""Benchmarks an installed LiveServe can run: `liveserve bench engine | replay | sweep | duplex` (see `cli`)."""

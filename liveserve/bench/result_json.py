@@ -47,10 +47,15 @@ Each record in `requests`:
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any
+
+from liveserve.config_document import Override
 
 from liveserve.bench.metrics import RequestMetrics, aggregate
 
@@ -90,3 +95,29 @@ def json_safe(value: Any, non_finite: Callable[[float], Any] = str) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return non_finite(value)
     return value
+
+
+def options_json(options: Any) -> dict[str, Any]:
+    """A run's options dataclass as the result's `config` records it: paths and overrides
+    (`KEY.PATH=VALUE`) as strings."""
+    return {field.name: _option_json(getattr(options, field.name)) for field in fields(options)}
+
+
+def _option_json(value: Any) -> Any:
+    if isinstance(value, (Path, Override)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_option_json(item) for item in value]
+    return value
+
+
+def write_json(path: Path, result: Mapping[str, Any]) -> None:
+    """Write a result object as strict JSON (creating the directory), and say where on stderr."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, allow_nan=False))
+    print(f"result written to {path}", file=sys.stderr)
+
+
+def format_number(value: Any, digits: int) -> str:
+    """A figure in a printed summary: `digits` decimals, "n/a" for none."""
+    return "n/a" if value is None else f"{value:.{digits}f}"

@@ -8,11 +8,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+from liveserve.bench.prometheus import parse_metrics, sample_key
+from liveserve.config_document import Override
 
 HOST = "127.0.0.1"
+LOOPBACK_URLS = ("ws://127.", "ws://localhost", "ws://[::1]")
 
 
 class ServerStartError(RuntimeError):
@@ -20,18 +23,21 @@ class ServerStartError(RuntimeError):
 
 
 class ServerProcess:
-    """`liveserve serve --config CONFIG` on 127.0.0.1, ready (answering /health) once constructed.
+    """`liveserve serve --config CONFIG [--set OVERRIDE ...]` on 127.0.0.1, ready (answering
+    /health) once constructed.
 
     Use as a context manager or call `stop()`; the server's output is captured and
     included in the error if it fails to start.
     """
 
-    def __init__(self, config: Path, *, startup_timeout_s: float = 120.0, log_level: str = "warning") -> None:
+    def __init__(self, config: Path, overrides: Sequence[Override] = (), *, startup_timeout_s: float = 120.0,
+                 log_level: str = "warning") -> None:
         self.port = _free_port()
         self.url = f"ws://{HOST}:{self.port}/v1/realtime"
         self._log = tempfile.TemporaryFile("w+")
+        settings = [arg for override in overrides for arg in ("--set", str(override))]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "liveserve.cli", "serve", "--config", str(config), "--host", HOST,
+            [sys.executable, "-m", "liveserve.cli", "serve", "--config", str(config), *settings, "--host", HOST,
              "--port", str(self.port), "--log-level", log_level],
             stdout=self._log, stderr=subprocess.STDOUT, text=True)
         try:
@@ -91,19 +97,9 @@ class ServerProcess:
         self._log.close()
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> {sample key: value}."""
-    return {
-        sample_key(sample.name, sample.labels): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def sample_key(name: str, labels: dict[str, str]) -> str:
-    if not labels:
-        return name
-    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` is a ws:// address on this machine (the benchmarks talk to nothing else)."""
+    return url.startswith(LOOPBACK_URLS)
 
 
 def _free_port() -> int:

@@ -8,7 +8,7 @@ import math
 import pytest
 import yaml
 
-from liveserve.bench.server_process import parse_metrics
+from liveserve.bench.prometheus import parse_metrics
 from liveserve.config import load_config
 from liveserve.realtime.server import RealtimeServer
 

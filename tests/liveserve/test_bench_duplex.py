@@ -19,11 +19,16 @@ from liveserve.bench.duplex.ramp import ramp_summary, ramp_timeline
 from liveserve.bench.duplex.records import FrameEvent, MetricsPoll, SessionLog
 from liveserve.bench.duplex.result import RunLog, build_result, format_summary
 from liveserve.bench.duplex.saturation import measured_t_sat, peak_occupancy, predicted_t_sat
-from liveserve.bench.duplex.server_config import derive_server_config
+from liveserve.bench.duplex.run import check_duplex, fresh_server_overrides
 from liveserve.bench.duplex.speech_loop import LoopedSpeech
+from liveserve.bench.prometheus import parse_metrics
 from liveserve.bench.duplex.stream import StreamSetup, run_stream
+from liveserve.bench.server_target import ServedConfig
 from liveserve.cli import main
-from liveserve.config import default_config_path, read_config_data
+from liveserve.config import load_config
+from liveserve.config_document import Override
+from liveserve.config_reader import ConfigError
+from stages.config import WindowSpec
 from realtime_harness import small_config
 
 FRAME_S = 0.08
@@ -171,7 +176,7 @@ liveserve_session_resident_tokens{session="sess_b"} 40.0
 
 
 def test_a_poll_reads_the_thinker_pool_the_live_count_and_resident_tokens():
-    poll = read_poll(1.5, METRICS)
+    poll = read_poll(1.5, parse_metrics(METRICS))
     assert (poll.t, poll.occupancy, poll.live_sessions, poll.admission_cap) == (1.5, 0.25, 3.0, None)
     assert math.isnan(poll.t_sat_s)
     assert poll.resident_tokens == {"sess_a": 120.0, "sess_b": 40.0}
@@ -231,6 +236,8 @@ def test_a_server_answering_more_frames_than_were_sent_is_warned_of():
     ({"sessions": 1, "url": "ws://127.0.0.1:8000/v1/realtime", "window": 64}, "--window configure a fresh server"),
     ({"sessions": 1, "url": "ws://127.0.0.1:8000/v1/realtime", "admission_set": (("target", 0.4),)},
      "--admission-set configure a fresh server"),
+    ({"sessions": 1, "url": "ws://127.0.0.1:8000/v1/realtime", "overrides": (Override.parse("server.port=1"),)},
+     "--set configure a fresh server"),
 ])
 def test_bad_options_are_refused_naming_the_flag(fields, message):
     with pytest.raises(ValueError) as error:
@@ -243,13 +250,11 @@ def test_admission_settings_are_name_value_pairs_checked_with_the_config():
     assert pairs == (("target", 0.45), ("decrease_factor", 0.9), ("latency_window_s", None))
     with pytest.raises(ValueError, match="--admission-set takes NAME=VALUE, got 'target'"):
         parse_settings("--admission-set", ["target"])
-    source = default_config_path()
-    raw, config = derive_server_config(DuplexOptions(ramp=0.5, duration_s=60.0, admission_set=pairs),
-                                       read_config_data(source), source)
+    config = served(DuplexOptions(ramp=0.5, duration_s=60.0, admission_set=pairs))
     assert (config.admission.target, config.admission.decrease_factor) == (0.45, 0.9)
-    assert config.admission.latency_window_s is None and raw["admission"]["policy"] == "aimd"
+    assert config.admission.latency_window_s is None and config.admission.policy == "aimd"
     with pytest.raises(ValueError, match="target"):
-        derive_server_config(DuplexOptions(ramp=0.5, admission_set=(("target", 2.0),)), read_config_data(source), source)
+        served(DuplexOptions(ramp=0.5, admission_set=(("target", 2.0),)))
 
 
 def test_the_command_line_reports_a_bad_admission_setting_in_one_line(capsys):
@@ -268,18 +273,42 @@ def test_the_command_line_reports_a_bad_option_in_one_line(capsys):
     assert capsys.readouterr().err == "error: --frame-ms must be a multiple of 80 in [80, 2000], got 120\n"
 
 
+def served(options: DuplexOptions):
+    """The validated config a fresh server for `options` would serve."""
+    return ServedConfig.load(options.config, fresh_server_overrides(options)).config
+
+
 def test_the_server_config_carries_the_runs_overrides():
-    source = default_config_path()
     options = DuplexOptions(sessions=40, frame_ms=160, window=128, sinks=8, kv_blocks=256)
-    raw, config = derive_server_config(options, read_config_data(source), source)
-    assert raw["duplex"]["frame_ms"] == 160 and config.duplex.frame_ms == 160
-    assert raw["stages"]["thinker"]["window"] == {"tokens": 128, "sinks": 8}
-    assert raw["stages"]["thinker"]["kv"]["num_blocks"] == 256
+    assert [str(o) for o in fresh_server_overrides(options)] == [
+        "duplex.frame_ms=160", "stages.thinker.window={sinks: 8, tokens: 128}", "stages.thinker.kv.num_blocks=256",
+        "server.max_sessions=41"]  # as the result records them
+    config = served(options)
+    assert config.duplex.frame_ms == 160
+    assert config.pipeline.thinker.window == WindowSpec(tokens=128, sinks=8)
+    assert config.pipeline.thinker.kv.num_blocks == 256
     assert config.server.max_sessions == 41  # every stream, and the warm-up session still closing
-    assert raw.get("admission") == read_config_data(source).get("admission")  # fixed runs keep the config's policy
-    ramp, _ = derive_server_config(DuplexOptions(ramp=0.5, duration_s=60.0), read_config_data(source), source)
-    assert ramp["admission"]["policy"] == "aimd" and ramp["server"]["max_sessions"] == 31
-    assert "window" not in ramp["stages"]["thinker"]  # unbounded
+    assert config.admission == load_config(None).admission  # fixed runs keep the config's policy
+    ramp = served(DuplexOptions(ramp=0.5, duration_s=60.0))
+    assert ramp.admission.policy == "aimd" and ramp.server.max_sessions == 31
+    assert ramp.pipeline.thinker.window is None  # unbounded
+
+
+def test_set_overrides_apply_last_and_a_bad_key_is_named_before_anything_runs():
+    block_size = Override.parse("stages.thinker.kv.block_size=32")
+    config = served(DuplexOptions(sessions=2, kv_blocks=256, overrides=(Override.parse("server.max_sessions=5"),
+                                                                         block_size)))
+    assert config.server.max_sessions == 5 and config.pipeline.thinker.kv.block_size == 32  # --set wins
+    assert config.pipeline.thinker.kv.num_blocks == 256
+    with pytest.raises(ConfigError, match=r"stages.thinker.kv.block_sise: unknown field \(did you mean 'block_size'"):
+        check_duplex(DuplexOptions(sessions=2, overrides=(Override.parse("stages.thinker.kv.block_sise=32"),)))
+
+
+def test_the_command_line_reports_a_bad_set_key_in_one_line(capsys):
+    argv = ["bench", "duplex", "--sessions", "1", "--duration-s", "5", "--set", "stages.thinker.kv.num_blockz=64"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: stages.thinker.kv.num_blockz: unknown field") and err.count("\n") == 1
 
 
 def test_looped_speech_wraps_around():
@@ -293,7 +322,8 @@ def test_looped_speech_wraps_around():
 def test_two_streams_against_a_fresh_server_get_every_frame_without_a_stall(tmp_path, capsys):
     out, plots = tmp_path / "result.json", tmp_path / "plots"
     status = main(["bench", "duplex", "--config", str(small_config(tmp_path)), "--sessions", "2", "--duration-s", "6",
-                   "--frame-ms", "160", "--result-json", str(out), "--plot-dir", str(plots)])
+                   "--frame-ms", "160", "--set", "stages.thinker.kv.num_blocks=1536", "--result-json", str(out),
+                   "--plot-dir", str(plots)])
     assert status == 0
     assert "Stalled sessions" in capsys.readouterr().out
     result = json.loads(out.read_text())
@@ -308,6 +338,10 @@ def test_two_streams_against_a_fresh_server_get_every_frame_without_a_stall(tmp_
     assert len(result["occupancy"]) >= 10  # a poll every 0.5 s
     assert result["frame_latency_ms"][0]["p50"] > 0
     assert result["config"]["frame_ms"] == 160 and result["config"]["thinker_window"] is None
+    assert result["config"]["kv_num_blocks"] == 1536
+    assert result["config"]["overrides"] == ["stages.thinker.kv.num_blocks=1536"]
+    assert result["config"]["server_overrides"][0] == "duplex.frame_ms=160"  # the sugar first, --set last
+    assert result["config"]["server_overrides"][-1] == "stages.thinker.kv.num_blocks=1536"
     assert sorted(p.name for p in plots.iterdir()) == ["latency.png", "occupancy.png"]
 
 

@@ -74,3 +74,30 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
         result = liveserve(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr
+
+
+LAB_PACKAGES = ("liveserve.bench", "liveserve.realtime_client")
+IMPORTED_LAB = f"sorted(m for m in sys.modules if m.startswith({LAB_PACKAGES!r}))"
+
+
+def test_the_serving_commands_never_import_the_benchmarks():
+    code = ("import sys\nimport liveserve.cli\n"
+            "liveserve.cli._parser().parse_args(['serve', '--port', '9000', '--set', 'server.max_sessions=4'])\n"
+            f"print({IMPORTED_LAB})\n"
+            "from liveserve.bench.cli import bench_parser\nbench_parser()\n"
+            f"print('liveserve.bench.cli' in {IMPORTED_LAB})\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "True"]  # none, until the bench's own parser is built
+
+
+def test_bench_help_is_its_own_parser_and_lists_every_benchmark():
+    listed = liveserve("--help")
+    assert listed.returncode == 0 and "bench" in listed.stdout
+    bench = liveserve("bench", "--help")
+    assert bench.returncode == 0 and "usage: liveserve bench" in bench.stdout
+    assert all(name in bench.stdout for name in ("engine", "replay", "sweep", "duplex"))
+    replay = liveserve("bench", "replay", "--help")
+    assert replay.returncode == 0 and "--set KEY.PATH=VALUE" in replay.stdout
+    nothing = liveserve("bench")
+    assert nothing.returncode == 2 and "usage: liveserve bench" in nothing.stdout

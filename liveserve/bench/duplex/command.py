@@ -8,8 +8,9 @@ from pathlib import Path
 
 from liveserve.audio_io import AudioError
 from liveserve.bench.duplex.options import ADMISSION_POLICIES, DuplexOptions, parse_settings
-from liveserve.bench.replay.command import write_json
+from liveserve.bench.result_json import write_json
 from liveserve.bench.server_process import ServerStartError
+from liveserve.config_document import add_override_argument
 
 
 def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +38,7 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--admission", choices=ADMISSION_POLICIES, help="admission policy (default: aimd with --ramp)")
     server.add_argument("--admission-set", action="append", default=[], metavar="NAME=VALUE",
                         help="override one admission setting, e.g. target=0.45 (repeatable)")
+    add_override_argument(server, "stages.thinker.kv.block_size=32, applied after the flags above")
     server.add_argument("--url", help="realtime URL of a running server on loopback, e.g. "
                         "ws://127.0.0.1:8000/v1/realtime (give --frame-ms as its duplex.frame_ms)")
     output = parser.add_argument_group("output")
@@ -50,9 +52,9 @@ def options_from_args(args: argparse.Namespace) -> DuplexOptions:
     return DuplexOptions(
         sessions=args.sessions, duration_s=args.duration_s, frame_ms=args.frame_ms, window=args.window,
         sinks=args.sinks, ramp=args.ramp, session_s=args.session_s, admission=args.admission,
-        admission_set=parse_settings("--admission-set", args.admission_set), config=args.config, kv_blocks=args.kv_blocks,
-        url=args.url, stagger_ms=args.stagger_ms, chunk_ms=args.chunk_ms, speech_dir=args.speech_dir,
-        poll_interval_s=args.poll_interval_s, warmup=args.warmup,
+        admission_set=parse_settings("--admission-set", args.admission_set), config=args.config,
+        kv_blocks=args.kv_blocks, overrides=tuple(args.overrides), url=args.url, stagger_ms=args.stagger_ms,
+        chunk_ms=args.chunk_ms, speech_dir=args.speech_dir, poll_interval_s=args.poll_interval_s, warmup=args.warmup,
     )
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import yaml
 
+from liveserve.bench.server_process import is_loopback_url
+from liveserve.config_document import Override
 from orchestrator.config import ENCODER_FRAME_MS, MAX_FRAME_MS
 
 ADMISSION_POLICIES = ("fixed", "aimd")
-LOOPBACK_URLS = ("ws://127.", "ws://localhost", "ws://[::1]")
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,8 @@ class DuplexOptions:
     when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
     tokens plus `sinks` (unbounded when None), `kv_blocks` thinker KV blocks and the
     `admission` policy (`aimd` by default with `ramp`, else the config's), with
-    `admission_set` (name, value) pairs overriding keys of its `admission` section.
+    `admission_set` (name, value) pairs overriding keys of its `admission` section,
+    then `overrides` (`--set`) of any key (see `server_config` for the order).
     """
 
     sessions: int | None = None
@@ -42,6 +44,7 @@ class DuplexOptions:
     admission_set: tuple[tuple[str, object], ...] = ()
     config: Path | None = None
     kv_blocks: int | None = None
+    overrides: tuple[Override, ...] = ()
     url: str | None = None
     stagger_ms: float | None = None
     chunk_ms: int = 40
@@ -85,10 +88,11 @@ class DuplexOptions:
             raise ValueError(f"--admission must be one of {', '.join(ADMISSION_POLICIES)}, got {self.admission!r}")
         if self.url is None:
             return
-        if not self.url.startswith(LOOPBACK_URLS):
+        if not is_loopback_url(self.url):
             raise ValueError(f"--url must be a loopback ws:// address, got {self.url!r}")
         fresh_only = {"--config": self.config, "--window": self.window, "--kv-blocks": self.kv_blocks,
-                      "--admission": self.admission, "--admission-set": self.admission_set or None}
+                      "--admission": self.admission, "--admission-set": self.admission_set or None,
+                      "--set": self.overrides or None}
         given = [flag for flag, value in fresh_only.items() if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)} configure a fresh server; not with --url (a running one)")

@@ -37,7 +37,7 @@ from liveserve.bench.duplex.ramp import ramp_summary
 from liveserve.bench.duplex.records import REJECTED, MetricsPoll, SessionLog
 from liveserve.bench.duplex.saturation import (all_streaming_t, measured_t_sat, occupancy_timeline, peak_occupancy,
                                                predicted_t_sat, resident_tokens_timeline)
-from liveserve.bench.result_json import json_safe
+from liveserve.bench.result_json import format_number, json_safe
 
 
 @dataclass(frozen=True)
@@ -123,18 +123,19 @@ def format_summary(result: Mapping[str, Any]) -> str:
     rows = [
         ("Sessions (offered / admitted / rejected / failed)",
          " / ".join(str(sessions[k]) for k in ("offered", "admitted", "rejected", "failed"))),
-        ("Frames received (per s)", f"{result['frames_total']} ({_num(result['frames_per_s'], 1)})"),
+        ("Frames received (per s)", f"{result['frames_total']} ({format_number(result['frames_per_s'], 1)})"),
         ("Frame latency (ms) p50 / p90 / p99 / max",
-         " / ".join(_num(overall[k], 1) for k in ("p50", "p90", "p99", "max"))),
+         " / ".join(format_number(overall[k], 1) for k in ("p50", "p90", "p99", "max"))),
         ("Stalled sessions", f"{result['stalled_sessions']} ({len(result['stalls'])} stalls > "
                              f"{result['stall_threshold_s']:g} s)"),
-        ("Peak KV occupancy", _num(result["peak_occupancy"], 3)),
+        ("Peak KV occupancy", format_number(result["peak_occupancy"], 3)),
         ("t_sat measured / predicted (s)",
-         f"{_num(result['t_sat_measured_s'], 1)} / {_num(result['t_sat_predicted_s'], 1)}"),
+         f"{format_number(result['t_sat_measured_s'], 1)} / {format_number(result['t_sat_predicted_s'], 1)}"),
     ]
     if result["ramp"] is not None:
         ramp = result["ramp"]
-        rows.append(("Ramp settled cap / live", f"{_num(ramp['settled_cap'], 1)} / {_num(ramp['settled_live'], 1)}"))
+        settled = f"{format_number(ramp['settled_cap'], 1)} / {format_number(ramp['settled_live'], 1)}"
+        rows.append(("Ramp settled cap / live", settled))
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value}" for label, value in rows]
     lines.extend(f"warning: {warning}" for warning in result["warnings"])
@@ -144,10 +145,6 @@ def format_summary(result: Mapping[str, Any]) -> str:
     for bucket in result["frame_latency_ms"]:
         occ = [o for t, o in occupancy if bucket["start_s"] <= t < bucket["end_s"]]
         span = f"{bucket['start_s']:g}-{bucket['end_s']:g}"
-        figures = "  ".join(f"{_num(bucket[k], 1):>8}" for k in ("p50", "p90", "p99", "max"))
-        lines.append(f"{span:>12}  {bucket['frames']:>7}  {figures}  {_num(max(occ) if occ else None, 3)}")
+        figures = "  ".join(f"{format_number(bucket[k], 1):>8}" for k in ("p50", "p90", "p99", "max"))
+        lines.append(f"{span:>12}  {bucket['frames']:>7}  {figures}  {format_number(max(occ) if occ else None, 3)}")
     return "\n".join(lines)
-
-
-def _num(value: Any, digits: int) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"

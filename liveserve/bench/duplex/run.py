@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
-
-import yaml
 
 from liveserve.bench.duplex.analysis import stall_threshold_s
 from liveserve.bench.duplex.options import DuplexOptions
-from liveserve.bench.duplex.poller import MetricsPoller, metrics_fetcher
+from liveserve.bench.duplex.poller import MetricsPoller
 from liveserve.bench.duplex.records import SessionLog
 from liveserve.bench.duplex.result import RunLog, build_result
-from liveserve.bench.duplex.server_config import derive_server_config, describe
+from liveserve.bench.duplex.server_config import describe, server_overrides
 from liveserve.bench.duplex.speech_loop import LoopedSpeech
 from liveserve.bench.duplex.stream import FRAME_EVENT, StreamSetup, run_stream
-from liveserve.bench.server_process import ServerProcess
+from liveserve.bench.result_json import options_json
+from liveserve.bench.server_target import ServedConfig, ServerTarget, open_target
 from liveserve.config import read_config_data, resolve_config_path
+from liveserve.config_document import Override
 
 WARMUP_S = 2.0  # the warm-up session speaks this long (at least 3 frames)
 PROGRESS_EVERY_S = 10.0
@@ -33,37 +29,27 @@ class DuplexBenchError(RuntimeError):
     """The run cannot go ahead (the server does not stream duplex frames); the message says why."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """The server a run talks to: its realtime URL, how to read its /metrics, what to record of it."""
-
-    url: str
-    fetch_metrics: Callable[[], str]
-    description: dict[str, Any]
-
-
 def run_duplex(options: DuplexOptions, log: TextIO = sys.stderr) -> dict[str, Any]:
     """Run the streams and return the result object (see `liveserve.bench.duplex.result`)."""
     speech = LoopedSpeech.from_dir(options.speech_dir)
-    with _target(options) as target:
+    overrides = fresh_server_overrides(options) if options.starts_server else ()
+    with open_target(options.url, options.config, overrides) as target:
         if options.warmup:
             asyncio.run(_warm_up(target.url, options, speech))
         run = asyncio.run(_run(target, options, speech, log))
-    return build_result(run, {**_options_json(options), **target.description})
+    served = {} if target.served is None else describe(target.served.config)
+    return build_result(run, {**options_json(options), **target.description, **served})
 
 
-@contextlib.contextmanager
-def _target(options: DuplexOptions) -> Iterator[Target]:
-    if not options.starts_server:
-        yield Target(options.url, metrics_fetcher(options.url), {"server": options.url})
-        return
-    source = resolve_config_path(options.config)
-    raw, _ = derive_server_config(options, read_config_data(source), source)
-    with tempfile.TemporaryDirectory(prefix="liveserve-duplex-") as tmp:
-        path = Path(tmp) / "server.yaml"
-        path.write_text(yaml.safe_dump(raw))
-        with ServerProcess(path) as server:
-            yield Target(server.url, lambda: server.get("/metrics"), describe(raw, source))
+def check_duplex(options: DuplexOptions) -> None:
+    """Fail now, not mid-sweep, on a config or override a fresh server would refuse."""
+    if options.starts_server:
+        ServedConfig.load(options.config, fresh_server_overrides(options))
+
+
+def fresh_server_overrides(options: DuplexOptions) -> tuple[Override, ...]:
+    """The overrides of `options.config` a fresh server for `options` serves (see `server_config`)."""
+    return server_overrides(options, read_config_data(resolve_config_path(options.config)))
 
 
 def _run_clock() -> Callable[[], float]:
@@ -86,13 +72,13 @@ async def _warm_up(url: str, options: DuplexOptions, speech: LoopedSpeech) -> No
                                "event: does the server run duplex sessions?")
 
 
-async def _run(target: Target, options: DuplexOptions, speech: LoopedSpeech, log: TextIO) -> RunLog:
+async def _run(target: ServerTarget, options: DuplexOptions, speech: LoopedSpeech, log: TextIO) -> RunLog:
     clock = _run_clock()
     setup = StreamSetup(target.url, speech, options.frame_ms, options.chunk_ms, clock)
     sessions = [SessionLog(index, at) for index, at in enumerate(options.offer_times())]
     end = options.duration_s
     listen_until = end + stall_threshold_s(options.frame_ms)  # long enough to see a stall at the very end
-    poller = MetricsPoller(target.fetch_metrics, clock, options.poll_interval_s)
+    poller = MetricsPoller(target.metrics, clock, options.poll_interval_s)
     async with asyncio.TaskGroup() as group:
         group.create_task(poller.run(listen_until))
         group.create_task(_report_progress(sessions, poller, clock, end, log))
@@ -116,7 +102,3 @@ async def _report_progress(sessions: Sequence[SessionLog], poller: MetricsPoller
         shown = "n/a" if occupancy is None else f"{occupancy:.3f}"
         print(f"[{at:>4} s / {end:g} s] {streaming} sessions streaming, {frames} frames, KV occupancy {shown}",
               file=log, flush=True)
-
-
-def _options_json(options: DuplexOptions) -> dict[str, Any]:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}

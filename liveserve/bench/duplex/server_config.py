@@ -1,44 +1,45 @@
-"""The YAML a fresh benchmark server runs from: the given config with the run's overrides."""
+"""What a fresh duplex benchmark server serves: the given config with the run's overrides."""
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from liveserve.bench.duplex.options import DuplexOptions
-from liveserve.config import LiveServeConfig, parse_config
-from liveserve.config_reader import ConfigError
+from liveserve.config import LiveServeConfig
+from liveserve.config_document import Override
 
 
-def derive_server_config(options: DuplexOptions, data: object, source: Path) -> tuple[dict, LiveServeConfig]:
-    """The raw and validated config of `data` (read from `source`) with `options` applied.
+def server_overrides(options: DuplexOptions, data: object) -> tuple[Override, ...]:
+    """The overrides of the config document `data` that a fresh server for `options` serves, in order.
 
-    Overrides: `duplex.frame_ms`; the thinker's `window` (removed, i.e. unbounded,
-    without `--window`; with one, the thinker's KV has no host tier); `stages.thinker.kv.num_blocks`; `admission.policy` and the
-    `--admission-set` keys (validated with the rest of the config); and
+    `duplex.frame_ms`; the thinker's `window` (null, i.e. unbounded, without `--window`; with one,
+    the thinker's KV has no host tier, which a window does not combine with);
+    `stages.thinker.kv.num_blocks` (with `--kv-blocks`); `admission.policy` (with
+    `--admission`, or aimd with a ramp) and the `--admission-set` keys; and
     `server.max_sessions` raised so every stream of a fixed run (plus the warm-up
-    session, which may still be closing) is let in, or, with a ramp, set to
-    `--sessions` when given (the limit under test) and above the offered count when not.
+    session, which may still be closing) is let in, or, with a ramp, set to `--sessions`
+    when given (the limit under test) and above the offered count when not. Then `--set`'s
+    overrides, which may change any of these. The result is validated where it is served.
     """
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level")
-    derived = copy.deepcopy(data)
-    _section(derived, "duplex")["frame_ms"] = options.frame_ms
-    thinker = _section(_section(derived, "stages"), "thinker")
-    thinker.pop("window", None)
-    if options.window is not None:  # a window takes no host tier
-        thinker["window"] = {"tokens": options.window, "sinks": options.sinks or 0}
-        _section(thinker, "kv").update(eviction="none", preload=False, idle_offload_s=None)
+    window = None if options.window is None else {"tokens": options.window, "sinks": options.sinks or 0}
+    settings: list[tuple[tuple[str, ...], Any]] = [(("duplex", "frame_ms"), options.frame_ms),
+                                                   (("stages", "thinker", "window"), window)]
+    if window is not None:
+        settings += [(("stages", "thinker", "kv", key), value)
+                     for key, value in (("eviction", "none"), ("preload", False), ("idle_offload_s", None))]
     if options.kv_blocks is not None:
-        _section(thinker, "kv")["num_blocks"] = options.kv_blocks
-    admission = _section(derived, "admission")
+        settings.append((("stages", "thinker", "kv", "num_blocks"), options.kv_blocks))
     if options.admission_policy is not None:
-        admission["policy"] = options.admission_policy
-    admission.update(options.admission_set)
-    server = _section(derived, "server")
-    server["max_sessions"] = _max_sessions(options, server.get("max_sessions", 1))
-    return derived, parse_config(derived, source)
+        settings.append((("admission", "policy"), options.admission_policy))
+    settings.extend((("admission", name), value) for name, value in options.admission_set)
+    settings.append((("server", "max_sessions"), _max_sessions(options, _configured_max_sessions(data))))
+    return (*(Override(path, value) for path, value in settings), *options.overrides)
+
+
+def _configured_max_sessions(data: object) -> Any:
+    server = data.get("server") if isinstance(data, dict) else None
+    return server.get("max_sessions", 1) if isinstance(server, dict) else 1
 
 
 def _max_sessions(options: DuplexOptions, configured: Any) -> int:
@@ -47,26 +48,14 @@ def _max_sessions(options: DuplexOptions, configured: Any) -> int:
     return options.sessions or len(options.offer_times()) + 1
 
 
-def _section(parent: dict, key: str) -> dict:
-    """`parent[key]` as a mapping, created empty when absent or null."""
-    value = parent.get(key)
-    if value is None:
-        value = parent[key] = {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def describe(raw: dict, source: Path) -> dict[str, Any]:
-    """The served settings a result should carry: where they came from and the overridden values."""
-    thinker = raw["stages"]["thinker"]
-    kv = thinker.get("kv") or {}
+def describe(config: LiveServeConfig) -> dict[str, Any]:
+    """The served settings a duplex result carries besides where they came from."""
+    thinker = config.pipeline.thinker
     return {
-        "server_config": str(source),
-        "frame_ms": raw["duplex"]["frame_ms"],
-        "thinker_window": thinker.get("window"),
-        "kv_num_blocks": kv.get("num_blocks"),
-        "kv_block_size": kv.get("block_size"),
-        "admission": {"policy": "fixed", **(raw.get("admission") or {})},
-        "max_sessions": raw["server"]["max_sessions"],
+        "frame_ms": config.duplex.frame_ms,
+        "thinker_window": None if thinker.window is None else asdict(thinker.window),
+        "kv_num_blocks": thinker.kv.num_blocks,
+        "kv_block_size": thinker.kv.block_size,
+        "admission": asdict(config.admission),
+        "max_sessions": config.server.max_sessions,
     }

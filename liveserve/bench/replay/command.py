@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -11,8 +10,10 @@ from typing import Any
 
 from liveserve.bench.replay.options import DATASETS, ReplayOptions
 from liveserve.bench.replay.presets import PRESETS
+from liveserve.bench.result_json import format_number, write_json
 from liveserve.bench.server_process import ServerStartError
 from liveserve.bench.speech import SpeechError
+from liveserve.config_document import add_override_argument
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--url", help="realtime URL of a running server on loopback, e.g. ws://127.0.0.1:8000/v1/realtime")
     server.add_argument("--config", type=Path, help="start a fresh server from this YAML (default: the embedded default)")
     server.add_argument("--policy", default="fcfs-nooffload", choices=list(PRESETS), help="policy preset of that server")
+    add_override_argument(server, "stages.thinker.kv.num_blocks=256, applied after the preset")
     workload = parser.add_argument_group("workload")
     workload.add_argument("--dataset", default="random", choices=DATASETS)
     workload.add_argument("--dataset-path", type=Path, help="the dataset file, as published")
@@ -55,7 +57,8 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         hold_until_heard=args.hold_until_heard,
         trace_arrivals=args.trace_arrivals, time_scale=args.time_scale, model_filter=args.model_filter,
         prompt_audio=args.prompt_audio, barge_in_prob=args.barge_in_prob, url=args.url, config=args.config,
-        policy=args.policy, request_timeout_s=args.request_timeout, audio_ms_per_token=args.audio_ms_per_token,
+        policy=args.policy, overrides=tuple(args.overrides), request_timeout_s=args.request_timeout,
+        audio_ms_per_token=args.audio_ms_per_token,
     )
 
 
@@ -75,45 +78,21 @@ def run_replay_command(args: argparse.Namespace) -> int:
     return 0 if result["num_failed"] == 0 else 1
 
 
-def run_sweep_command(spec_path: Path, out_dir: Path) -> int:
-    """Exit status: 0 when every point ran, 1 when some failed, 2 for a bad spec or a point
-    that cannot run in this build (checked before the first runs)."""
-    from liveserve.bench.replay.run import check_replay, run_replay
-    from liveserve.bench.sweep import load_sweep_spec, run_sweep
-
-    try:
-        records = run_sweep(load_sweep_spec(spec_path), out_dir, run_replay, check_replay)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{len(records)} points -> {out_dir / 'results.md'}", file=sys.stderr)
-    return 0 if all(record["error"] is None for record in records) else 1
-
-
-def write_json(path: Path, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2, allow_nan=False))
-    print(f"result written to {path}", file=sys.stderr)
-
-
 def format_summary(result: dict[str, Any]) -> str:
     """The headline figures, one per line, as `vllm bench serve` prints them."""
     rows = [
         ("Requests (completed / failed)", f"{result['num_completed']} / {result['num_failed']}"),
-        ("Completed requests/s", _num(result["completed_rps"], 3)),
+        ("Completed requests/s", format_number(result["completed_rps"], 3)),
     ]
     for key, label in (("audio_ttfp_ms", "Audio TTFP (ms)"), ("text_ttft_ms", "Text TTFT (ms)"),
                        ("audio_rtf", "Audio RTF"), ("e2e_ms", "E2E latency (ms)")):
         figures = result[key]
+        digits = 3 if key == "audio_rtf" else 1
         rows.append((f"{label} mean / p50 / p90 / p99",
-                     " / ".join(_num(figures[p], 3 if key == "audio_rtf" else 1) for p in ("mean", "p50", "p90", "p99"))))
+                     " / ".join(format_number(figures[p], digits) for p in ("mean", "p50", "p90", "p99"))))
     continuity = result["continuity"]
-    rows.append(("Continuity ok (<= 100 ms)", _num(result["continuity_ok_rate"], 3)))
-    rows.append(("C50 / C100 / C200", " / ".join(_num(continuity[c], 3) for c in ("c50", "c100", "c200"))))
-    rows.append(("Wasted-token ratio", _num(result["wasted_token_ratio"], 3)))
+    rows.append(("Continuity ok (<= 100 ms)", format_number(result["continuity_ok_rate"], 3)))
+    rows.append(("C50 / C100 / C200", " / ".join(format_number(continuity[c], 3) for c in ("c50", "c100", "c200"))))
+    rows.append(("Wasted-token ratio", format_number(result["wasted_token_ratio"], 3)))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
-
-
-def _num(value: Any, digits: int) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"

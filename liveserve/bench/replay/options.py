@@ -6,6 +6,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from liveserve.bench.server_process import is_loopback_url
+from liveserve.config_document import Override
+
 DATASETS = ("sharegpt", "sharegpt-zh-en", "burstgpt", "interactive", "random")
 NEEDS_PATH = ("sharegpt", "sharegpt-zh-en", "burstgpt", "interactive")
 TIMED_DATASETS = ("burstgpt", "interactive")
@@ -16,9 +19,9 @@ class ReplayOptions:
     """One replay's settings; invalid values raise ValueError naming the field.
 
     Server: `url` of a running server, or a fresh one started from `config` (the
-    default config when None) with the `policy` preset applied. Workload: `dataset`
-    read from `dataset_path` (`random` needs none: filler prompts and replies of
-    `random_input_len` and `random_output_len` tokens, each drawn uniformly within
+    default config when None) with the `policy` preset applied, then `overrides`
+    (`--set`), in order. Workload: `dataset` read from `dataset_path` (`random` needs
+    none: filler prompts and replies of `random_input_len` and `random_output_len` tokens, each drawn uniformly within
     +-`random_range_ratio` of that, as vLLM's random dataset). Arrivals: `request_rate` (req/s,
     inf = all at once) with gamma `burstiness`, capped by `max_concurrency`, or the
     trace's timestamps scaled by `time_scale` when `trace_arrivals`; with
@@ -50,6 +53,7 @@ class ReplayOptions:
     url: str | None = None
     config: Path | None = None
     policy: str = "fcfs-nooffload"
+    overrides: tuple[Override, ...] = ()
     request_timeout_s: float = 600.0
     ack_interval_s: float = 0.2
     audio_ms_per_token: float | None = None
@@ -79,7 +83,9 @@ class ReplayOptions:
             raise ValueError(f"barge_in_prob must be in [0, 1], got {self.barge_in_prob}")
         if self.url is not None and self.config is not None:
             raise ValueError("give url (a running server) or config (start one), not both")
-        if self.url is not None and not self.url.startswith(("ws://127.", "ws://localhost", "ws://[::1]")):
+        if self.url is not None and self.overrides:
+            raise ValueError("overrides (--set) configure a fresh server; not with url (a running one)")
+        if self.url is not None and not is_loopback_url(self.url):
             raise ValueError(f"url must be a loopback ws:// address, got {self.url!r}")
 
     @property

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-import yaml
 
 from liveserve.bench.arrivals import dispatch
 from liveserve.bench.metrics import RequestMetrics
@@ -22,10 +16,11 @@ from liveserve.bench.replay.plan import PlannedSession, PlannedTurn, load_reques
 from liveserve.bench.replay.presets import PRESETS, derive_config
 from liveserve.bench.replay.server_figures import kv_figures
 from liveserve.bench.replay.session_runner import SessionSetup, run_session
-from liveserve.bench.result_json import build_result
-from liveserve.bench.server_process import ServerProcess
+from liveserve.bench.result_json import build_result, options_json
+from liveserve.bench.server_target import ServedConfig, ServerTarget, open_target
 from liveserve.bench.workloads import WorkloadRequest
 from liveserve.config import LiveServeConfig, read_config_data, resolve_config_path
+from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 from liveserve.realtime_client.audio import load_pcm16
 from liveserve.realtime_client.clips import BARGE_IN_CLIP, clip_path
@@ -34,60 +29,58 @@ from stages.models.tokenizer import TextTokenizer
 WARMUP = WorkloadRequest("warmup", " Hello there.", 3, 4)
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """The server a replay talks to, and what it needs to know about it."""
-
-    url: str
-    audio_ms_per_token: float | None
-    metrics: Callable[[], dict[str, float]] | None  # None: a server we did not start
-    description: dict[str, Any]
-
-
 def run_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> dict[str, Any]:
-    """Replay the workload and return the result object (see `liveserve.bench.result_json`)."""
+    """Replay the workload and return the result object (see `liveserve.bench.result_json`).
+
+    The `kv` figures come from the /metrics of a fresh server only: a running server's
+    would count whatever else it served meanwhile, so with `url` they are null."""
     requests = load_requests(options, TextTokenizer.default())
     if not requests:
         raise ConfigError(f"the workload has no requests ({options.dataset} {options.dataset_path or ''})")
-    with _target(options) as target:
-        ms_per_token = options.audio_ms_per_token or target.audio_ms_per_token
+    if options.starts_server:
+        check_preset(options)
+    with open_target(options.url, options.config, server_overrides(options)) as target:
+        ms_per_token = options.audio_ms_per_token or _target_ms_per_token(target)
         if ms_per_token is None:
             raise ConfigError("audio_ms_per_token is needed with url (the reply audio per text token, in ms)")
         sessions = plan_sessions(requests, options, ms_per_token)
         setup = _setup(options, target.url, requests, log)
         asyncio.run(_warm_up(setup))
-        before = target.metrics() if target.metrics else {}
+        before = target.metrics() if target.is_fresh else {}
         started = time.monotonic()
         measured = asyncio.run(_replay(sessions, setup, options.max_concurrency, log))
         duration_s = time.monotonic() - started
-        after = target.metrics() if target.metrics else {}
-    config = {**_options_json(options), **target.description, "num_sessions": len(sessions),
+        after = target.metrics() if target.is_fresh else {}
+    config = {**options_json(options), **target.description, "num_sessions": len(sessions),
               "audio_ms_per_token": ms_per_token}
+    if target.is_fresh:
+        config["preset"] = PRESETS[options.policy].components
     return build_result(measured, duration_s, kv_figures(before, after, duration_s), config)
 
 
 def check_replay(options: ReplayOptions) -> None:
-    """Fail now, not mid-sweep, on a preset this build lacks or a dataset file that is not there."""
+    """Fail now, not mid-sweep, on a preset this build lacks, an override the config refuses
+    or a dataset file that is not there."""
     if options.dataset_path is not None and not options.dataset_path.is_file():
         raise ConfigError(f"dataset_path: no such file: {options.dataset_path}")
     if options.starts_server:
-        source = resolve_config_path(options.config)
-        derive_config(options.policy, read_config_data(source), source)
+        check_preset(options)
+        ServedConfig.load(options.config, server_overrides(options))
 
 
-@contextlib.contextmanager
-def _target(options: ReplayOptions) -> Iterator[Target]:
-    if not options.starts_server:
-        yield Target(options.url, None, None, {"server": options.url})
-        return
+def check_preset(options: ReplayOptions) -> None:
+    """PresetUnavailable if the config refuses the `policy` preset (before `--set` applies)."""
     source = resolve_config_path(options.config)
-    raw, config = derive_config(options.policy, read_config_data(source), source)
-    with tempfile.TemporaryDirectory(prefix="liveserve-replay-") as tmp:
-        path = Path(tmp) / "server.yaml"
-        path.write_text(yaml.safe_dump(raw))
-        with ServerProcess(path) as server:
-            description = {"server_config": str(source), "preset": PRESETS[options.policy].components}
-            yield Target(server.url, audio_ms_per_token(config), server.metrics, description)
+    derive_config(options.policy, read_config_data(source), source)
+
+
+def server_overrides(options: ReplayOptions) -> tuple[Override, ...]:
+    """What a fresh server's config gets, in order: the `policy` preset's settings, then `--set`'s."""
+    return (*PRESETS[options.policy].overrides, *options.overrides)
+
+
+def _target_ms_per_token(target: ServerTarget) -> float | None:
+    return None if target.served is None else audio_ms_per_token(target.served.config)
 
 
 def audio_ms_per_token(config: LiveServeConfig) -> float:
@@ -135,7 +128,3 @@ async def _replay(sessions: list[PlannedSession], setup: SessionSetup, max_concu
 
     per_session = await dispatch([s.start_s for s in sessions], replay_one, max_concurrency)
     return [metrics for session in per_session for metrics in session]
-
-
-def _options_json(options: ReplayOptions) -> dict[str, Any]:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}

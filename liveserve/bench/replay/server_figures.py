@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from liveserve.bench.prometheus import label_values, total
+
 COUNTERS = {
     "reload_ms_on_path": ("liveserve_kv_reload_seconds_total", {"path": "critical"}, 1000.0),
     "reload_ms_off_path": ("liveserve_kv_reload_seconds_total", {"path": "background"}, 1000.0),
@@ -40,26 +42,26 @@ UNHEARD = "liveserve_unheard_units_total"
 
 
 def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration_s: float) -> dict:
-    """The result's `kv` object from two scrapes (`ServerProcess.metrics()` form) `duration_s` apart."""
+    """The result's `kv` object from two scrapes (`liveserve.bench.prometheus` samples) `duration_s` apart."""
     figures = {}
     for field, (name, labels, scale) in COUNTERS.items():
         change = _change(before, after, name, labels)
         figures[field] = None if change is None else scale * change
     figures["peak_device_blocks"] = total(after, PEAK_BLOCKS, {})
     figures["peak_device_blocks_by_stage"] = {
-        stage: total(after, PEAK_BLOCKS, {"stage": stage}) for stage in _label_values(after, PEAK_BLOCKS, "stage")
+        stage: total(after, PEAK_BLOCKS, {"stage": stage}) for stage in label_values(after, PEAK_BLOCKS, "stage")
     }
     figures["mean_device_blocks"] = _mean_blocks(before, after, {}, duration_s)
     figures["mean_device_blocks_by_stage"] = {
         stage: _mean_blocks(before, after, {"stage": stage}, duration_s)
-        for stage in _label_values(after, BLOCK_SECONDS, "stage")
+        for stage in label_values(after, BLOCK_SECONDS, "stage")
     }
     figures["preloads"] = {
         outcome: _change(before, after, PRELOADS, {"outcome": outcome})
-        for outcome in _label_values(after, PRELOADS, "outcome")
+        for outcome in label_values(after, PRELOADS, "outcome")
     }
     figures["unheard_units"] = {
-        stage: _change(before, after, UNHEARD, {"stage": stage}) for stage in _label_values(after, UNHEARD, "stage")
+        stage: _change(before, after, UNHEARD, {"stage": stage}) for stage in label_values(after, UNHEARD, "stage")
     }
     return figures
 
@@ -75,25 +77,3 @@ def _mean_blocks(before: Mapping[str, float], after: Mapping[str, float], labels
                  duration_s: float) -> float | None:
     held = _change(before, after, BLOCK_SECONDS, labels)
     return None if held is None or duration_s <= 0 else held / duration_s
-
-
-def total(samples: Mapping[str, float], name: str, labels: Mapping[str, str]) -> float | None:
-    """Sum of the samples of `name` carrying `labels` (and any others); None if there are none."""
-    wanted = [f'{k}="{v}"' for k, v in labels.items()]
-    values = [value for key, value in samples.items()
-              if _name(key) == name and all(label in _labels(key) for label in wanted)]
-    return sum(values) if values else None
-
-
-def _name(key: str) -> str:
-    return key.split("{", 1)[0]
-
-
-def _labels(key: str) -> list[str]:
-    return key.split("{", 1)[1].rstrip("}").split(",") if "{" in key else []
-
-
-def _label_values(samples: Mapping[str, float], name: str, label: str) -> list[str]:
-    prefix = f'{label}="'
-    return sorted({part[len(prefix):-1] for key in samples if _name(key) == name
-                   for part in _labels(key) if part.startswith(prefix)})

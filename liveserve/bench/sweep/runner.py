@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from liveserve.bench.replay.options import ReplayOptions
 from liveserve.bench.sweep.report import write_report
 from liveserve.bench.sweep.spec import SweepSpec, describe
 
@@ -20,15 +19,16 @@ RESULTS_JSON = "results.json"
 def run_sweep(
     spec: SweepSpec,
     out_dir: str | Path,
-    run_point: Callable[[ReplayOptions], dict[str, Any]],
-    check_point: Callable[[ReplayOptions], None],
+    run_point: Callable[[Any], dict[str, Any]],
+    check_point: Callable[[Any], None],
     progress: TextIO | None = None,
 ) -> list[dict[str, Any]]:
     """Run every point of `spec` and report on them in `out_dir`; returns the records.
 
-    `check_point` is called on every point before any runs; the first exception it raises
-    propagates, with nothing run and nothing written. `run_point` then runs each point and
-    returns its result (JSON-ready, as `liveserve.bench.result_json` builds it); a point
+    `check_point` is called on every point (the options of the spec's command) before any
+    runs; the first exception it raises propagates, with nothing run and nothing written.
+    `run_point` then runs each point and returns its result (JSON-ready, as the command
+    builds it: `liveserve.bench.result_json`, `liveserve.bench.duplex.result`); a point
     that raises an Exception is recorded with its message and the sweep goes on. Each
     record is `{"point": {grid field: value}, "result": dict | None, "error": str | None}`.
     `out_dir/results.json` is rewritten after every point, so a killed sweep keeps the
@@ -54,7 +54,7 @@ def run_sweep(
 
 
 def _run(
-    run_point: Callable[[ReplayOptions], dict[str, Any]], options: ReplayOptions
+    run_point: Callable[[Any], dict[str, Any]], options: Any
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         return run_point(options), None

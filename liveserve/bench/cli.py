@@ -1,0 +1,79 @@
+"""`liveserve bench engine | replay | sweep | duplex`: the benchmarks' own command line.
+
+`liveserve.cli` hands it the arguments after `bench` and imports it only then, so the
+serving commands never import the benchmarks. Exit statuses are those of `liveserve`:
+2 with the help when no command is given, or with one line naming a bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from liveserve.bench.duplex.command import add_duplex_arguments
+from liveserve.bench.replay.command import add_replay_arguments
+from liveserve.cli import run_command
+from liveserve.config import load_config
+from liveserve.config_reader import ConfigError
+
+
+def main(argv: list[str]) -> int:
+    """Run `liveserve bench ARGV...`; returns the exit status."""
+    return run_command(bench_parser(), argv)
+
+
+def bench_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="liveserve bench", description="Benchmarks of a LiveServe server and engine")
+    commands = parser.add_subparsers()
+    engine = commands.add_parser("engine", help="thinker prefill/decode throughput at batch 1, 16, 64")
+    engine.add_argument("--config", type=Path)
+    engine.add_argument("--batch-sizes", default="1,16,64")
+    engine.add_argument("--json", type=Path, help="also write the result here")
+    engine.set_defaults(handler=_cmd_engine)
+    replay = commands.add_parser("replay", help="replay a workload over /v1/realtime and measure it")
+    add_replay_arguments(replay)
+    replay.set_defaults(handler=_cmd_replay)
+    sweep = commands.add_parser("sweep", help="a replay or duplex run at every point of a grid; results JSON, "
+                                "table and plots")
+    sweep.add_argument("--spec", type=Path, required=True, help="the sweep's YAML spec")
+    sweep.add_argument("--out", type=Path, required=True, help="directory for results.json, results.md and plots")
+    sweep.set_defaults(handler=_cmd_sweep)
+    duplex = commands.add_parser("duplex", help="continuous full-duplex speech streams: per-frame latency, "
+                                 "KV occupancy, stalls")
+    add_duplex_arguments(duplex)
+    duplex.set_defaults(handler=_cmd_duplex)
+    return parser
+
+
+def _cmd_engine(args: argparse.Namespace) -> int:
+    from liveserve.bench.engine import format_table, run_engine_bench
+
+    try:
+        batches = tuple(int(b) for b in args.batch_sizes.split(","))
+    except ValueError:
+        raise ConfigError(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}") from None
+    result = run_engine_bench(load_config(args.config), batches)
+    print(format_table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from liveserve.bench.replay.command import run_replay_command
+
+    return run_replay_command(args)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from liveserve.bench.sweep.command import run_sweep_command
+
+    return run_sweep_command(args.spec, args.out)
+
+
+def _cmd_duplex(args: argparse.Namespace) -> int:
+    from liveserve.bench.duplex.command import run_duplex_command
+
+    return run_duplex_command(args)
