@@ -139,6 +139,11 @@ def test_the_kernel_refuses_what_it_cannot_read(kernel):
         kernel(q, cache, cache, torch.zeros(1, 1, dtype=torch.long), torch.ones(1, dtype=torch.long))
 
 
+def test_loading_the_kernel_leaves_the_process_floats_alone(kernel):
+    # a library built with -ffast-math would flush denormals to zero in every op of the process
+    assert (torch.tensor([1e-40]) * 1.0).item() > 0.0
+
+
 def test_without_a_compiler_there_is_no_kernel_and_decoding_gathers(monkeypatch, caplog):
     monkeypatch.setattr(paged_decode.shutil, "which", lambda name: None)
     assert paged_decode.load.__wrapped__() is None

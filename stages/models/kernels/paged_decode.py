@@ -27,7 +27,10 @@ import torch
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("paged_decode.c")
-FLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC", "-shared")
+# -ffast-math's parts, not the flag: with it gcc links crtfastmath.o, which flushes denormals to zero in
+# the whole process that loads the library (every torch op, not just this kernel).
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fno-signed-zeros", "-fassociative-math",
+         "-freciprocal-math", "-ffinite-math-only", "-fPIC", "-shared")
 CACHE_DIR = Path.home() / ".cache" / "liveserve" / "kernels"
 
 
