@@ -24,7 +24,7 @@ scenario, so expect a few flags by chance: trust patterns across neighbouring ra
 
     .venv/bin/python benchmarks/urgency_alpha_beta.py [--seeds 16] [--jobs 2] [--json PATH]
 
-What 32 seeds showed (2026-11-23; details in benchmarks/README.md): alpha/beta hardly
+What 32 seeds showed (2026-11-23; details in benchmarks/log/2026-11-lab-log.md): alpha/beta hardly
 moves total underrun time, first-audio latency, waste or preemptions, but ratios of 4
 and above (beta = 0 included) cut the share of replies with any underrun (compute
 3.2 % -> 1.5-2.0 %, kv 25 % -> 18-21 %; same direction, within noise, in `seats`)

@@ -137,7 +137,7 @@ def reexec_in_vllm_venv() -> None:
 
 def preload_libraries() -> list[str]:
     for missing in (lib for lib in PRELOAD_LIBRARIES if not lib.exists()):
-        print(f"note: no {missing}; vLLM runs slower without it (benchmarks/README.md)",
+        print(f"note: no {missing}; vLLM runs slower without it (benchmarks/log/2026-11-lab-log.md)",
               file=sys.stderr)
     return [str(lib) for lib in PRELOAD_LIBRARIES if lib.exists()]
 
