@@ -14,6 +14,7 @@ from pathlib import Path
 
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
 from liveserve.config import check_checkpoints, load_config
+from liveserve.command_runner import run_command
 from liveserve.config_document import add_override_argument
 from liveserve.config_reader import ConfigError
 
@@ -27,20 +28,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     return run_command(_parser(), argv)
-
-
-def run_command(parser: argparse.ArgumentParser, argv: list[str]) -> int:
-    """Parse `argv` and run the chosen command's handler: its exit status, or 2 with the help
-    (no command given) or with one line naming a bad input (a config, audio or file mistake)."""
-    args = parser.parse_args(argv)
-    if not hasattr(args, "handler"):
-        parser.print_help()
-        return 2
-    try:
-        return args.handler(args)
-    except (ConfigError, AudioError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from liveserve.one_turn import run_one_turn
-    from orchestrator.turn import TurnRequest
+    from orchestrator.events import TurnRequest
 
     if args.audio is None and not args.text:
         raise AudioError("give --audio WAV, --text PROMPT, or both")

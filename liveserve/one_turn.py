@@ -9,9 +9,9 @@ import numpy as np
 
 from liveserve.config import LiveServeConfig
 from liveserve.runtime import configure_torch, make_placement
-from orchestrator.events import AudioDelta, TextDelta, TurnDone
+from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnRequest
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.turn import TurnRequest
+from orchestrator.session import Session
 
 
 @dataclass
@@ -47,17 +47,17 @@ async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: 
     orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime))
     await orch.start()
     try:
-        orch.open_session("cli")
+        session = orch.open_session("cli")
         started = time.monotonic()
-        orch.add_user_item("cli", "user0", audio, text)
-        return await collect_turn(orch, "cli", request, started)
+        session.add_user_item("user0", audio, text)
+        return await collect_turn(session, request, started, orch.geometry.sample_rate)
     finally:
         await orch.stop()
 
 
-async def collect_turn(orch: Orchestrator, session_id: str, request: TurnRequest, started: float) -> TurnResult:
+async def collect_turn(session: Session, request: TurnRequest, started: float, sample_rate: int) -> TurnResult:
     """Start a turn and gather its events until TurnDone; times count from `started`."""
-    turn = orch.start_turn(session_id, request)
+    turn = session.start_turn(request)
     text, audio, first, last = [], [], None, None
     while True:
         event = await turn.events.get()
@@ -69,5 +69,5 @@ async def collect_turn(orch: Orchestrator, session_id: str, request: TurnRequest
             audio.append(event.pcm)
         elif isinstance(event, TurnDone):
             pcm = np.concatenate(audio) if audio else np.zeros(0, np.float32)
-            return TurnResult("".join(text), pcm, orch.output_sample_rate, event.status, first, last,
+            return TurnResult("".join(text), pcm, sample_rate, event.status, first, last,
                               event.usage.text_tokens, event.usage.codec_frames, event.error)

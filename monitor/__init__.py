@@ -3,7 +3,6 @@
 A leaf package: imports nothing of LiveServe's and takes frozen dataclasses.
 """
 from monitor.playback import PlaybackTracker
-from monitor.registry import MonitorRegistry
 from monitor.session_monitor import BargeIn, InteractionSnapshot, MonitorEvent, SessionMonitor
 from monitor.silero import SileroVAD, VoiceConfidence
 from monitor.turn_detector import (
@@ -14,7 +13,6 @@ __all__ = [
     "BargeIn",
     "InteractionSnapshot",
     "MonitorEvent",
-    "MonitorRegistry",
     "PlaybackTracker",
     "SessionMonitor",
     "SileroVAD",

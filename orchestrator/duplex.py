@@ -17,7 +17,7 @@ from stages.plan import StageOutput
 from stages.requests import DuplexFrame, DuplexRequest, EncoderRequest, ThinkerStep
 
 if TYPE_CHECKING:
-    from orchestrator.orchestrator import Orchestrator
+    from orchestrator.pipeline import Pipeline
 
 
 @dataclass(frozen=True)
@@ -54,33 +54,34 @@ class DuplexStream:
     more. `close` aborts both requests; nothing is delivered after it.
     """
 
-    def __init__(self, orch: Orchestrator, session_id: str, listener: Callable[[DuplexEvent], None],
+    def __init__(self, pipeline: Pipeline, session_id: str, listener: Callable[[DuplexEvent], None],
                  prefix: list[int]) -> None:
-        self.orch, self.listener = orch, listener
-        duplex, enc = orch.config.duplex, orch.config.encoder.model
-        self.frame_samples = duplex.encoder_frames * enc.samples_per_frame
+        self.pipeline, self.bus, self.listener = pipeline, pipeline.bus, listener
+        geometry = pipeline.geometry
+        duplex = geometry.duplex
+        self.frame_samples = duplex.encoder_frames * geometry.encoder_samples_per_frame
         self.tokens_per_frame = duplex.tokens_per_frame
         self.encoder_id, self.thinker_id = f"{session_id}/duplex/encoder", f"{session_id}/duplex/thinker"
-        self.max_position = math.inf if orch.config.thinker.window is not None else orch.config.thinker.model.max_position
+        self.max_position = math.inf if geometry.is_windowed else geometry.max_position
         self.num_frames = 0  # frames made due
         self.context_tokens = len(prefix)  # upper bound once every due frame is answered
         self.is_open = True
         self._audio = np.zeros(0, dtype=np.float32)
         self._due: deque[float] = deque()  # tick times of frames sent to the encoder, not yet in the thinker
         self._answering: dict[str, tuple[float, list[int]]] = {}  # frame index -> (tick time, tokens so far)
-        self._detok = IncrementalDetokenizer(orch.tokenizer)
+        self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self._encoder_frames = duplex.encoder_frames
-        self._start(prefix, enc)
+        self._start(prefix)
 
-    def _start(self, prefix: list[int], enc) -> None:
-        tok = self.orch.tokenizer
-        sampling = replace(self.orch.config.thinker_sampling, max_tokens=self.tokens_per_frame, ignore_eos=False)
-        thinker = DuplexRequest(self.thinker_id, self.orch.clock(), frozenset({tok.im_end_id, tok.endoftext_id}),
+    def _start(self, prefix: list[int]) -> None:
+        tok, geometry, now = self.pipeline.tokenizer, self.pipeline.geometry, self.bus.clock()
+        sampling = replace(geometry.thinker_sampling, max_tokens=self.tokens_per_frame, ignore_eos=False)
+        thinker = DuplexRequest(self.thinker_id, now, frozenset({tok.im_end_id, tok.endoftext_id}),
                                 self.max_position, sampling, prefix)
-        encoder = EncoderRequest(self.encoder_id, self.orch.clock(), self._encoder_frames, enc.samples_per_frame)
+        encoder = EncoderRequest(self.encoder_id, now, self._encoder_frames, geometry.encoder_samples_per_frame)
         for kind, request in (("thinker", thinker), ("encoder", encoder)):
-            self.orch.own(request.request_id, self)
-            self.orch.submit(kind, AddRequest(request))
+            self.bus.own(request.request_id, self)
+            self.bus.submit(kind, AddRequest(request))
 
     def push(self, audio_16k: np.ndarray) -> None:
         if self.is_open:
@@ -101,7 +102,7 @@ class DuplexStream:
         self._due.extend([now] * whole)
         self.num_frames += whole
         self.context_tokens += whole * per_frame
-        self.orch.submit("encoder", AppendInput(self.encoder_id, torch.from_numpy(audio)))
+        self.bus.submit("encoder", AppendInput(self.encoder_id, torch.from_numpy(audio)))
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if not self.is_open:
@@ -114,12 +115,12 @@ class DuplexStream:
             self._on_step(output.payload)
 
     def _to_thinker(self, embeddings: torch.Tensor) -> None:
-        pad = self.orch.tokenizer.audio_pad_id
+        pad = self.pipeline.tokenizer.audio_pad_id
         for rows in embeddings.split(self._encoder_frames):
             index = self.num_frames - len(self._due)
             self._answering[str(index)] = (self._due.popleft(), [])
             frame = DuplexFrame(index, [pad] * len(rows), rows)
-            self.orch.submit("thinker", AppendInput(self.thinker_id, frame))
+            self.bus.submit("thinker", AppendInput(self.thinker_id, frame))
 
     def _on_step(self, step: ThinkerStep) -> None:
         tick, tokens = self._answering[step.turn_id]
@@ -128,7 +129,7 @@ class DuplexStream:
             return
         del self._answering[step.turn_id]
         text = "".join(self._detok.push(t) for t in tokens)
-        latency = self.orch.clock() - tick
+        latency = self.bus.clock() - tick
         self.listener(FrameAnswered(int(step.turn_id), tokens, text, latency, self.context_tokens))
 
     def _fail(self, code: str, message: str) -> None:
@@ -140,5 +141,5 @@ class DuplexStream:
             return
         self.is_open = False
         for kind, request_id in (("encoder", self.encoder_id), ("thinker", self.thinker_id)):
-            self.orch.disown(request_id)
-            self.orch.submit(kind, AbortRequest(request_id))
+            self.bus.disown(request_id)
+            self.bus.submit(kind, AbortRequest(request_id))

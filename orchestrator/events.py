@@ -1,10 +1,20 @@
-"""What a turn emits to its consumer, in order; `TurnDone` always comes last."""
+"""What a turn is asked for, and what it emits to its consumer, in order (`TurnDone` always last)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """How to answer: speak or only write, and per-response sampling overrides."""
+
+    speak: bool = True
+    max_tokens: int | None = None
+    temperature: float | None = None
+    ignore_eos: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,33 @@
-"""The orchestrator's view of one session: its thinker context as segments, one per item."""
+"""One session's thinker context: segments, one per conversation item, resident in one thinker request."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from orchestrator.next_use import NextUseEstimator
+from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
 from stages.plan import StageOutput
+from stages.requests import ThinkerRequest, TurnInput
 
 if TYPE_CHECKING:
-    from orchestrator.next_use import NextUseEstimator
-    from orchestrator.turn import Turn
+    from orchestrator.pipeline import Pipeline
+
+SYSTEM_ITEM = "system"
+
+
+class ActiveTurn(Protocol):
+    """What the context needs of the turn generating into it (a Turn)."""
+
+    @property
+    def is_generating(self) -> bool: ...
+
+    def cancel(self, heard_ms: float | None = None) -> None: ...
+
+    def on_output(self, kind: str, output: StageOutput) -> None: ...
 
 
 @dataclass
@@ -31,6 +46,12 @@ class ContextSegment:
             return len(self.token_ids)
         return self.spoken[heard_tokens]
 
+    def cut(self, keep: int) -> None:
+        """Keep the first `keep` tokens; the segment is then open (no <|im_end|>)."""
+        del self.token_ids[keep:]
+        self.spoken = [i for i in self.spoken if i < keep]
+        self.is_closed = False
+
 
 class SessionContext:
     """Owns a session's resident thinker request and the segments that make up its context.
@@ -38,16 +59,20 @@ class SessionContext:
     Context edits run in the order they were requested: each reserves its place
     with `reserve_edit` when it is created, waits for the edit before it, and
     releases its own place when done. A user item enters the context only between
-    generations; a turn holds its place until its thinker generation ends.
+    generations; a turn holds its place until its thinker generation ends. Edits at
+    the tail truncate the resident KV in place; edits further back rebuild the
+    context (a new thinker request recomputes it), which is refused while a reply
+    is being generated.
     """
 
-    def __init__(self, session_id: str, next_use: NextUseEstimator) -> None:
+    def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator) -> None:
         self.session_id = session_id
+        self.pipeline = pipeline
         self.next_use = next_use
         self.thinker_id = f"{session_id}/thinker#0"
         self.num_rebuilds = 0
         self.segments: list[ContextSegment] = []
-        self.active_turn: Turn | None = None
+        self.active_turn: ActiveTurn | None = None
         self.num_turns = 0
         self._last_edit: asyncio.Future | None = None
 
@@ -68,28 +93,105 @@ class SessionContext:
     def segment(self, item_id: str) -> ContextSegment | None:
         return next((s for s in self.segments if s.item_id == item_id), None)
 
-    def append_segment(self, segment: ContextSegment, max_position: int) -> None:
+    def append_segment(self, segment: ContextSegment) -> None:
         """Add a segment after the others (closing the one before); ValueError if it does not fit."""
-        total = self.num_tokens + len(segment.token_ids)
-        if total >= max_position:
-            raise ValueError(f"the context would reach {total} tokens, the model's maximum is {max_position}")
+        total, limit = self.num_tokens + len(segment.token_ids), self.pipeline.geometry.max_position
+        if total >= limit:
+            raise ValueError(f"the context would reach {total} tokens, the model's maximum is {limit}")
         if self.segments:
             self.segments[-1].is_closed = True
         self.segments.append(segment)
 
-    def next_thinker_id(self) -> str:
+    def start(self, instructions: str = "") -> None:
+        """A new resident thinker request holding the session's segments (first the system message)."""
+        if instructions:
+            self.segments.insert(0, ContextSegment(SYSTEM_ITEM, self.pipeline.template.system(instructions)))
+        tokenizer, bus = self.pipeline.tokenizer, self.pipeline.bus
+        stop_ids = frozenset({tokenizer.im_end_id, tokenizer.endoftext_id})
+        request = ThinkerRequest(self.thinker_id, bus.clock(), stop_ids, self.pipeline.geometry.max_position)
+        bus.own(self.thinker_id, self)
+        bus.submit("thinker", AddRequest(request))
+        if self.segments:
+            ids, embeds = [], []
+            for segment in self.segments:
+                embeds += [(len(ids) + offset, rows) for offset, rows in segment.embeds]
+                ids += segment.token_ids
+            bus.submit("thinker", AppendInput(self.thinker_id, TurnInput(ids, embeds)))
+
+    def set_instructions(self, instructions: str) -> None:
+        """Replace the system message (the context is rebuilt)."""
+        self._check_editable()
+        self.segments = [s for s in self.segments if s.item_id != SYSTEM_ITEM]
+        self._restart(instructions)
+
+    def delete(self, item_id: str) -> bool:
+        segment = self.segment(item_id)
+        if segment is None:
+            return False
+        self._check_editable()
+        self.segments.remove(segment)
+        self._restart()
+        return True
+
+    def truncate(self, item_id: str, keep_tokens: int) -> None:
+        """Cut an item's segment to its first `keep_tokens` tokens (never lengthens it)."""
+        segment = self._segment(item_id)
+        if keep_tokens < len(segment.token_ids):
+            if segment is not self.segments[-1]:
+                self._check_editable()  # before anything changes
+            segment.cut(keep_tokens)
+            self.edited(segment)
+
+    def truncate_heard(self, item_id: str, heard_ms: float) -> None:
+        """Cut an assistant item to the tokens whose audio had started playing by `heard_ms`."""
+        segment = self._segment(item_id)
+        heard = self.pipeline.geometry.heard_tokens(len(segment.spoken), heard_ms)
+        self.truncate(item_id, segment.keep_for_heard(heard))
+
+    def edited(self, segment: ContextSegment) -> None:
+        """Bring the thinker's resident context in line with an edited segment."""
+        if segment is self.segments[-1]:
+            self.pipeline.bus.submit("thinker", StopGeneration(self.thinker_id, self.num_tokens))
+        else:
+            self._check_editable()
+            self._restart()
+
+    def publish_next_use(self) -> None:
+        """Tell the stages when the context is needed next (see NextUseEstimator)."""
+        self.pipeline.bus.board.publish_next_use(self.thinker_id, self.next_use.hint(self.pipeline.clock()))
+
+    def close(self) -> None:
+        """Cancel the active turn and free the context in every stage."""
+        if self.active_turn is not None:
+            self.active_turn.cancel()
+        self.pipeline.bus.disown(self.thinker_id)
+        self.pipeline.bus.submit("thinker", AbortRequest(self.thinker_id))
+
+    def _segment(self, item_id: str) -> ContextSegment:
+        segment = self.segment(item_id)
+        if segment is None:
+            raise KeyError(f"item {item_id!r} is not in the context")
+        return segment
+
+    def _check_editable(self) -> None:
+        if self.active_turn is not None and self.active_turn.is_generating:
+            raise ValueError("the conversation cannot be edited while a response is being generated")
+
+    def _restart(self, instructions: str = "") -> None:
+        self.pipeline.bus.disown(self.thinker_id)
+        self.pipeline.bus.submit("thinker", AbortRequest(self.thinker_id))
         self.num_rebuilds += 1
         self.thinker_id = f"{self.session_id}/thinker#{self.num_rebuilds}"
-        return self.thinker_id
+        self.start(instructions)
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.active_turn is not None:
             self.active_turn.on_output(kind, output)
 
-    def turn_started(self, turn: Turn) -> None:
+    def turn_started(self, turn: ActiveTurn) -> None:
         self.active_turn = turn
         self.num_turns += 1
 
-    def turn_ended(self, turn: Turn) -> None:
+    def turn_ended(self, turn: ActiveTurn) -> None:
         if self.active_turn is turn:
             self.active_turn = None

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
 from orchestrator.chunk_stream import ChunkStream
+from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnRequest, TurnUsage, UnheardWork
 from orchestrator.playback_board import NOT_STARTED, reply_states
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnUsage, UnheardWork
 from orchestrator.session_context import ContextSegment, SessionContext
 from stages.commands import AbortRequest, AddRequest, AppendInput
 from stages.config import SamplingParams
@@ -19,19 +19,9 @@ from stages.plan import StageOutput
 from stages.requests import TalkerRequest, ThinkerStep, TurnInput, VocoderRequest
 
 if TYPE_CHECKING:
-    from orchestrator.orchestrator import Orchestrator
+    from orchestrator.pipeline import Pipeline
 
 STATUS_BY_REASON = {"stop": "completed", "length": "incomplete"}
-
-
-@dataclass(frozen=True)
-class TurnRequest:
-    """How to answer: speak or only write, and per-response sampling overrides."""
-
-    speak: bool = True
-    max_tokens: int | None = None
-    temperature: float | None = None
-    ignore_eos: bool = False
 
 
 class Turn:
@@ -44,8 +34,9 @@ class Turn:
     measures the work generated beyond that point.
     """
 
-    def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, orch: Orchestrator):
-        self.turn_id, self.item_id, self.session, self.request, self.orch = turn_id, item_id, session, request, orch
+    def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, pipeline: Pipeline):
+        self.turn_id, self.item_id, self.session, self.request = turn_id, item_id, session, request
+        self.pipeline, self.bus, self.geometry = pipeline, pipeline.bus, pipeline.geometry
         self.events: asyncio.Queue[TurnEvent] = asyncio.Queue()
         self.usage = TurnUsage()
         self.status: str | None = None
@@ -53,9 +44,9 @@ class Turn:
         self.segment: ContextSegment | None = None
         self._spoken: list[int] = []  # positions among the generated tokens of those that became audio; never cut
         self._generating = asyncio.get_running_loop().create_future()
-        self._detok = IncrementalDetokenizer(orch.tokenizer)
-        self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(orch.config.thinker_to_talker)
-        self._to_vocoder: ChunkStream[int] = ChunkStream(orch.config.talker_to_vocoder)
+        self._detok = IncrementalDetokenizer(pipeline.tokenizer)
+        self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(self.geometry.thinker_to_talker)
+        self._to_vocoder: ChunkStream[int] = ChunkStream(self.geometry.talker_to_vocoder)
         self.ids = {kind: f"{turn_id}/{kind}" for kind in ("talker", "vocoder")}
         self._playback = (False, 0.0)  # (started, clock time the delivered audio runs out)
         self._previous_edit, self._edit_done = session.reserve_edit()
@@ -80,25 +71,26 @@ class Turn:
             self._edit_done.set_result(None)
 
     def _start(self) -> None:
-        session, orch = self.session, self.orch
-        prefix = orch.template.assistant_prefix(not session.segments, session.needs_close)
+        session, geometry, now = self.session, self.geometry, self.bus.clock()
+        prefix = self.pipeline.template.assistant_prefix(not session.segments, session.needs_close)
         segment = ContextSegment(self.item_id, list(prefix), is_closed=False)
         try:
-            session.append_segment(segment, orch.config.thinker.model.max_position)
+            session.append_segment(segment)
         except ValueError as exc:
             self._finish("failed", error=str(exc))
             return
         self.segment = segment
         if self.request.speak:
-            self._add("talker", TalkerRequest(self.ids["talker"], orch.clock(), orch.frames_per_token,
-                                              self._talker_sampling(), orch.talker_bos_id))
-            self._add("vocoder", VocoderRequest(self.ids["vocoder"], orch.clock(), orch.vocoder_left_context))
+            self._add("talker", TalkerRequest(self.ids["talker"], now, geometry.frames_per_token,
+                                              self._talker_sampling(), geometry.talker_bos_id))
+            self._add("vocoder", VocoderRequest(self.ids["vocoder"], now, geometry.vocoder_left_context))
         self.usage.input_tokens = session.num_tokens
-        orch.submit("thinker", AppendInput(session.thinker_id, TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
+        self.bus.submit("thinker", AppendInput(session.thinker_id,
+                                               TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
 
     def _add(self, kind: str, request) -> None:
-        self.orch.own(request.request_id, self)
-        self.orch.submit(kind, AddRequest(request))
+        self.bus.own(request.request_id, self)
+        self.bus.submit(kind, AddRequest(request))
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.is_done:
@@ -124,10 +116,10 @@ class Turn:
             return
         u, to_vocoder = self.usage, self._to_vocoder
         queued = max(0, u.codec_frames - to_vocoder.num_buffered - u.vocoder_frames)
-        unvoiced = max(0, len(self._spoken) * self.orch.frames_per_token - u.codec_frames)
-        states = reply_states(*self._playback, self.orch.frame_ms, queued, to_vocoder.whole_chunks(unvoiced))
+        unvoiced = max(0, len(self._spoken) * self.geometry.frames_per_token - u.codec_frames)
+        states = reply_states(*self._playback, self.geometry.frame_ms, queued, to_vocoder.whole_chunks(unvoiced))
         for request_id, state in zip((self.session.thinker_id, self.ids["talker"], self.ids["vocoder"]), states):
-            self.orch.board.publish(request_id, state)
+            self.bus.board.publish(request_id, state)
 
     def _on_thinker(self, step: ThinkerStep | None) -> None:
         if step is None or step.turn_id != self.turn_id:
@@ -137,39 +129,39 @@ class Turn:
         text = self._detok.push(step.token_id)
         if text:
             self._emit(TextDelta(text))
-        if self.request.speak and not self.orch.tokenizer.is_special(step.token_id):
+        if self.request.speak and not self.pipeline.tokenizer.is_special(step.token_id):
             self.segment.spoken.append(len(self.segment.token_ids) - 1)
             self._spoken.append(self.usage.text_tokens - 1)
             for chunk in self._to_talker.push([step.hidden]):
-                self.orch.submit("talker", AppendInput(self.ids["talker"], torch.stack(chunk)))
+                self.bus.submit("talker", AppendInput(self.ids["talker"], torch.stack(chunk)))
         if step.finish_reason is not None:
             self._on_generation_end(step)
 
     def _on_generation_end(self, step: ThinkerStep) -> None:
         self.finish_reason = step.finish_reason
-        self.segment.is_closed = step.token_id == self.orch.tokenizer.im_end_id
+        self.segment.is_closed = step.token_id == self.pipeline.tokenizer.im_end_id
         self._release_context()
         if not self.request.speak:
             self._finish(STATUS_BY_REASON[step.finish_reason])
             return
         rest = self._to_talker.close()
-        self.orch.submit("talker", AppendInput(self.ids["talker"], torch.stack(rest) if rest else None, close=True))
+        self.bus.submit("talker", AppendInput(self.ids["talker"], torch.stack(rest) if rest else None, close=True))
 
     def _on_talker(self, output: StageOutput) -> None:
         if output.payload is not None:
             self.usage.codec_frames += 1
             for chunk in self._to_vocoder.push([output.payload]):
-                self.orch.submit("vocoder", AppendInput(self.ids["vocoder"], chunk))
+                self.bus.submit("vocoder", AppendInput(self.ids["vocoder"], chunk))
         if output.is_finished:
-            self.orch.disown(output.request_id)
-            self.orch.submit("vocoder", AppendInput(self.ids["vocoder"], self._to_vocoder.close() or None, close=True))
+            self.bus.disown(output.request_id)
+            self.bus.submit("vocoder", AppendInput(self.ids["vocoder"], self._to_vocoder.close() or None, close=True))
 
     def _on_vocoder(self, output: StageOutput) -> None:
         if output.payload is not None and len(output.payload):
             pcm = output.payload.numpy()
             self.usage.audio_samples += len(pcm)
-            self.usage.vocoder_frames += len(pcm) // self.orch.samples_per_frame
-            self._emit(AudioDelta(pcm, self.orch.output_sample_rate))
+            self.usage.vocoder_frames += len(pcm) // self.geometry.samples_per_frame
+            self._emit(AudioDelta(pcm, self.geometry.sample_rate))
         if output.is_finished:
             self._finish(STATUS_BY_REASON.get(self.finish_reason, "completed"))
 
@@ -184,31 +176,29 @@ class Turn:
         Usable while generating (the figure so far) and after the turn ended; later
         context cuts of the reply's item do not change it.
         """
-        return self.orch.unheard(self.usage, self._spoken, heard_ms)
+        return self.geometry.unheard(self.usage, self._spoken, heard_ms)
 
     def _cut_context(self, heard_ms: float | None) -> None:
         """End generation and make the thinker context match the (possibly shortened) segment."""
         segment = self.segment
         keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(
-            self.orch.heard_tokens(len(segment.spoken), heard_ms))
+            self.geometry.heard_tokens(len(segment.spoken), heard_ms))
         if keep < len(segment.token_ids) or not self._generating.done():
-            del segment.token_ids[keep:]
-            segment.spoken = [i for i in segment.spoken if i < keep]
-            segment.is_closed = False
-            self.orch.context_edited(self.session, segment)
+            segment.cut(keep)
+            self.session.edited(segment)
 
     def _finish(self, status: str, error: str | None = None, heard_ms: float | None = None) -> None:
         self.status = status
         if status in ("cancelled", "failed"):
             for kind, request_id in self.ids.items():
-                self.orch.submit(kind, AbortRequest(request_id))
+                self.bus.submit(kind, AbortRequest(request_id))
             if self.segment is not None:
                 self._cut_context(heard_ms)
             if status == "cancelled" and heard_ms is not None:
                 self.usage.unheard = self.unheard(heard_ms)
         for request_id in self.ids.values():
-            self.orch.disown(request_id)
-        self.orch.board.publish(self.session.thinker_id, NOT_STARTED)
+            self.bus.disown(request_id)
+        self.bus.board.publish(self.session.thinker_id, NOT_STARTED)
         self._release_context()
         self.session.turn_ended(self)
         self._emit(TurnDone(status, self.usage, error, self.finish_reason))
@@ -216,14 +206,14 @@ class Turn:
     def _release_context(self) -> None:
         if not self._generating.done():
             self._generating.set_result(None)
-            self.session.next_use.on_generation_end(self.orch.clock())
-            self.orch.publish_next_use(self.session)
+            self.session.next_use.on_generation_end(self.bus.clock())
+            self.session.publish_next_use()
 
     def _emit(self, event: TurnEvent) -> None:
         self.events.put_nowait(event)
 
     def _thinker_sampling(self) -> SamplingParams:
-        base, r = self.orch.config.thinker_sampling, self.request
+        base, r = self.geometry.thinker_sampling, self.request
         overrides = {"ignore_eos": r.ignore_eos or base.ignore_eos, "seed": base.seed + self.session.num_turns}
         if r.max_tokens is not None:
             overrides["max_tokens"] = r.max_tokens
@@ -232,5 +222,5 @@ class Turn:
         return replace(base, **overrides)
 
     def _talker_sampling(self) -> SamplingParams:
-        base = self.orch.config.talker_sampling
+        base = self.geometry.talker_sampling
         return replace(base, seed=base.seed + self.session.num_turns)

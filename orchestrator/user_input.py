@@ -14,7 +14,7 @@ from stages.plan import StageOutput
 from stages.requests import EncoderRequest, TurnInput
 
 if TYPE_CHECKING:
-    from orchestrator.orchestrator import Orchestrator
+    from orchestrator.pipeline import Pipeline
 
 
 class UserInput:
@@ -24,8 +24,9 @@ class UserInput:
     to an exception saying why it could not be added.
     """
 
-    def __init__(self, orch: Orchestrator, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str):
-        self.orch, self.session, self.item_id, self.audio, self.text = orch, session, item_id, audio, text
+    def __init__(self, pipeline: Pipeline, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str):
+        self.pipeline, self.bus = pipeline, pipeline.bus
+        self.session, self.item_id, self.audio, self.text = session, item_id, audio, text
         self.encoder_id = f"{session.session_id}/{item_id}/encoder"
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
@@ -39,15 +40,17 @@ class UserInput:
                 await asyncio.shield(self._previous_edit)
             return self._append(embeddings)
         finally:
-            self.orch.disown(self.encoder_id)
+            self.bus.disown(self.encoder_id)
             self._done.set_result(None)
 
     async def _encode(self) -> torch.Tensor:
-        enc = self.orch.config.encoder.model
-        request = EncoderRequest(self.encoder_id, self.orch.clock(), enc.chunk_frames, enc.samples_per_frame)
-        self.orch.own(self.encoder_id, self)
-        self.orch.submit("encoder", AddRequest(request))
-        self.orch.submit("encoder", AppendInput(self.encoder_id, torch.from_numpy(self.audio.astype(np.float32)), close=True))
+        geometry = self.pipeline.geometry
+        request = EncoderRequest(self.encoder_id, self.bus.clock(), geometry.encoder_chunk_frames,
+                                 geometry.encoder_samples_per_frame)
+        self.bus.own(self.encoder_id, self)
+        self.bus.submit("encoder", AddRequest(request))
+        audio = torch.from_numpy(self.audio.astype(np.float32))
+        self.bus.submit("encoder", AppendInput(self.encoder_id, audio, close=True))
         return await self._encoded
 
     def on_output(self, kind: str, output: StageOutput) -> None:
@@ -64,8 +67,8 @@ class UserInput:
     def _append(self, embeddings: torch.Tensor | None) -> int:
         session = self.session
         num_audio = 0 if embeddings is None else len(embeddings)
-        ids, offset = self.orch.template.user(self.text, num_audio, not session.segments, session.needs_close)
+        ids, offset = self.pipeline.template.user(self.text, num_audio, not session.segments, session.needs_close)
         embeds = [] if embeddings is None else [(offset, embeddings)]
-        session.append_segment(ContextSegment(self.item_id, ids, embeds), self.orch.config.thinker.model.max_position)
-        self.orch.submit("thinker", AppendInput(session.thinker_id, TurnInput(ids, embeds)))
+        session.append_segment(ContextSegment(self.item_id, ids, embeds))
+        self.bus.submit("thinker", AppendInput(session.thinker_id, TurnInput(ids, embeds)))
         return len(ids)

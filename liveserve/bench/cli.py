@@ -13,7 +13,7 @@ from pathlib import Path
 
 from liveserve.bench.duplex.command import add_duplex_arguments
 from liveserve.bench.replay.command import add_replay_arguments
-from liveserve.cli import run_command
+from liveserve.command_runner import run_command
 from liveserve.config import load_config
 from liveserve.config_reader import ConfigError
 

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from orchestrator.turn import Turn
 
 
 @dataclass
 class Item:
-    """One message. Assistant items carry their transcript, delivered audio length, the
-    turn that generated them and, per stage, the unheard work already in the server's counters."""
+    """One message. Assistant items carry their transcript, delivered audio length and, per stage,
+    the unheard work already in the server's counters."""
 
     item_id: str
     role: str
@@ -20,7 +16,6 @@ class Item:
     status: str = "completed"
     audio_ms: float = 0.0
     transcript: str = ""
-    turn: Turn | None = None
     unheard_counted: dict[str, int] = field(default_factory=dict)
 
 

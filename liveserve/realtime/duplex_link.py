@@ -10,7 +10,7 @@ import numpy as np
 from liveserve.realtime.errors import RealtimeError, require
 from liveserve.realtime.input_audio import Resampler24to16
 from orchestrator.duplex import DuplexEvent, FrameAnswered, StreamFailed
-from orchestrator.orchestrator import Orchestrator
+from orchestrator.interaction_controller import InteractionController
 
 FRAME_EVENT = "liveserve.duplex.frame"
 
@@ -35,13 +35,13 @@ class DuplexLink:
     stream's code, after which `failed` is true and the session should end.
     """
 
-    def __init__(self, orch: Orchestrator, session_id: str, emit: Callable[..., None],
+    def __init__(self, controller: InteractionController, emit: Callable[..., None],
                  emit_error: Callable[[RealtimeError], None], on_frame_latency: Callable[[float], None]) -> None:
-        self.orch, self.session_id = orch, session_id
+        self.controller = controller
         self.emit, self.emit_error, self.on_frame_latency = emit, emit_error, on_frame_latency
         self.failed = False
         self._resampler = Resampler24to16()
-        self.stream = orch.open_duplex(session_id, self._on_event)
+        self.stream = controller.open_duplex(self._on_event)
 
     def push(self, samples_24k: np.ndarray) -> None:
         self.stream.push(self._resampler.process(samples_24k))
@@ -56,4 +56,4 @@ class DuplexLink:
             self.emit_error(RealtimeError(event.code, event.message, error_type="server_error"))
 
     def close(self) -> None:
-        self.orch.close_duplex(self.session_id)
+        self.controller.close_duplex()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+from orchestrator.ids import new_id
 
 BETA_NAMES = {
     "response.output_audio.delta": "response.audio.delta",
@@ -14,12 +14,7 @@ BETA_NAMES = {
     "conversation.item.added": "conversation.item.created",
 }
 GA_ONLY = {"conversation.item.done"}
-_ids = itertools.count(1)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{next(_ids):012d}"
-
+__all__ = ["BETA_NAMES", "GA_ONLY", "Dialect", "message_item", "new_id"]
 
 class Dialect:
     """Renames GA events for beta clients (`OpenAI-Beta: realtime=v1`) and drops GA-only ones."""

@@ -20,7 +20,6 @@ from liveserve.realtime.response_trace import ResponseTrace
 from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from liveserve.runtime import configure_torch, freeze_startup_objects, make_placement
-from monitor import MonitorRegistry
 from orchestrator.orchestrator import Orchestrator
 
 log = logging.getLogger(__name__)
@@ -31,17 +30,14 @@ SAMPLE_PERIOD_S = 0.5  # KV pools sampled and the admission gate ticked this oft
 class RealtimeServer:
     """One orchestrator shared by every connection, admission by `gate` (`admission.policy`).
 
-    `monitors` holds every live session's interaction monitor (playback, speech,
-    barge-in), keyed by session id. While `watch` runs, it samples the stages' KV
-    pools into `kv_watch` and ticks the gate; sessions report each duplex frame's
-    latency to `frame_done`.
+    While `watch` runs, it samples the stages' KV pools into `kv_watch` and ticks the gate;
+    sessions report each duplex frame's latency to `frame_done`.
     """
 
     def __init__(self, config: LiveServeConfig) -> None:
         self.config = config
         self.orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime))
         self.metrics = ServerMetrics(self.orch.status)
-        self.monitors = MonitorRegistry()
         self.sessions: set[RealtimeSession] = set()
         self.gate = make_admission(config.admission, config.duplex.frame_ms / 1000, config.server.max_sessions)
         self.kv_watch = KVWatch(config.admission.forecast_window_s, config.duplex.expected_session_s)
@@ -60,15 +56,13 @@ class RealtimeServer:
         session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics,
                                   on_frame_latency=self.frame_done, response_trace=self.response_trace)
         self.sessions.add(session)
-        self.monitors.add(session.monitor)
         self.metrics.live_sessions.set(len(self.sessions))
         try:
             await self._receive_loop(ws, session)
         finally:
             self.sessions.discard(session)
-            self.monitors.remove(session.session_id)
             self.metrics.live_sessions.set(len(self.sessions))
-            self.metrics.underruns.inc(session.monitor.playback.num_underruns)
+            self.metrics.underruns.inc(session.controller.num_underruns)
             await session.close()
             await _close_quietly(ws)
 

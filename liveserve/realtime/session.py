@@ -1,10 +1,10 @@
-"""One Realtime connection: client events in, server events out, one teardown path."""
+"""One Realtime connection: client events checked and handed to the session's InteractionController,
+what it reports translated into server events. Nothing here decides anything about the interaction."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -13,31 +13,31 @@ import numpy as np
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.duplex_link import DuplexLink, duplex_request
 from liveserve.realtime.errors import RealtimeError, require
-from liveserve.realtime.input_audio import InputAudioBuffer, Resampler24to16, decode_pcm16
+from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16
+from liveserve.realtime.interaction_events import translate
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
 from liveserve.realtime.response_stream import ResponseStream, unheard_json
 from liveserve.realtime.response_trace import ResponseTrace
-from liveserve.realtime.settings import SessionSettings, apply_update, beta_session, ga_session, response_overrides
-from monitor import (
-    BargeIn, SessionMonitor, SileroVAD, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector,
+from liveserve.realtime.settings import (
+    SessionSettings, apply_update, beta_session, ga_session, response_overrides, turn_request, turn_taking,
 )
 from orchestrator.events import UnheardWork
+from orchestrator.interaction_events import InteractionEvent
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.turn import TurnRequest
 
 MIN_COMMIT_MS = 100.0
 
 
 class RealtimeSession:
-    """Owns a connection's settings, input buffer, conversation, monitor and responses.
+    """Owns a connection's settings, its conversation as the client sees it, its responses' event
+    streams and its interaction controller.
 
-    `handle` takes one raw client message; a mistake in it becomes an `error` event
-    and the session goes on. Outgoing events are queued and written in order by the
-    server's writer (`send`). `close` cancels any response and frees the session's
-    state in every stage. In full-duplex mode (`session.liveserve.duplex`) input audio
-    streams frame by frame into a DuplexLink; `is_ended` turns true when that stream
-    failed and the connection should close.
+    `handle` takes one raw client message; a mistake in it becomes an `error` event and the session
+    goes on. Outgoing events are queued and written in order by the server's writer (`send`).
+    `close` is the one teardown path. In full-duplex mode (`session.liveserve.duplex`) input audio
+    streams frame by frame into a DuplexLink; `is_ended` turns true when that stream failed and the
+    connection should close.
     """
 
     def __init__(self, orch: Orchestrator, settings: SessionSettings, dialect: Dialect,
@@ -48,25 +48,16 @@ class RealtimeSession:
         self.orch, self.settings, self.dialect, self.metrics = orch, settings, dialect, metrics
         self.response_trace = response_trace
         self.conversation = Conversation()
-        self.buffer = InputAudioBuffer()
-        self.monitor = SessionMonitor(self.session_id, self._detector(settings), time.monotonic)
+        self.resampler = Resampler24to16()
         self.response: ResponseStream | None = None
-        self.pending_user_item: str | None = None
-        self.speech_start_ms: float | None = None
         self.duplex: DuplexLink | None = None
+        self._response_settings = settings  # of the next response the controller starts
         self._on_frame_latency = on_frame_latency or (lambda seconds: None)
         self._outbox: asyncio.Queue[dict | None] = asyncio.Queue()
         self._writer = asyncio.ensure_future(self._write(send))
-        self._tasks: set[asyncio.Task] = set()
-        orch.open_session(self.session_id, settings.instructions)
+        self.controller = orch.open_interaction(self.session_id, self._on_interaction, settings.instructions)
+        self.controller.configure(turn_taking(settings), turn_request(settings))
         self.emit("session.created", session=self._session_json())
-
-    @staticmethod
-    def _detector(settings: SessionSettings) -> TurnDetector:
-        vad = settings.turn_detection
-        config = TurnDetectionConfig() if vad is None else TurnDetectionConfig(
-            vad.threshold, vad.prefix_padding_ms, vad.silence_duration_ms)
-        return TurnDetector(SileroVAD(), config)
 
     def _session_json(self) -> dict:
         view = beta_session if self.dialect.is_beta else ga_session
@@ -91,9 +82,7 @@ class RealtimeSession:
             event_id = event.get("event_id")
             handler = HANDLERS.get(event["type"])
             require(handler is not None, "unknown_event", f"unknown event type {event['type']!r}", "type")
-            result = handler(self, event)
-            if asyncio.iscoroutine(result):
-                await result
+            handler(self, event)
         except RealtimeError as error:
             self.emit_error(error, event_id)
 
@@ -122,21 +111,17 @@ class RealtimeSession:
         if (self.duplex is not None) if duplex is None else duplex:  # duplex after this update: no turns to detect
             settings = replace(settings, turn_detection=None)
         if settings.instructions != self.settings.instructions:
-            try:
-                self.orch.set_instructions(self.session_id, settings.instructions)
-            except ValueError as exc:
-                raise RealtimeError("conversation_busy", str(exc), "session.instructions") from None
-        if settings.turn_detection != self.settings.turn_detection:
-            self.monitor.detector = self._detector(settings)
-        self.settings = settings
+            with _refusal("conversation_busy", "session.instructions"):
+                self.controller.set_instructions(settings.instructions)
+        self.settings = self._response_settings = settings
+        self.controller.configure(turn_taking(settings), turn_request(settings))
         if duplex is not None:
             self._set_duplex(duplex)
         self.emit("session.updated", session=self._session_json())
 
     def _set_duplex(self, on: bool) -> None:
         if on and self.duplex is None:
-            self.buffer.clear()
-            self.duplex = DuplexLink(self.orch, self.session_id, self.emit, self.emit_error, self._on_frame_latency)
+            self.duplex = DuplexLink(self.controller, self.emit, self.emit_error, self._on_frame_latency)
         elif not on and self.duplex is not None:
             self.duplex.close()
             self.duplex = None
@@ -146,65 +131,17 @@ class RealtimeSession:
         if self.duplex is not None:
             self.duplex.push(samples)
             return
-        audio_16k = self.buffer.append(samples)
-        if self.settings.turn_detection is not None:
-            for vad_event in self.monitor.feed_audio(audio_16k):
-                self._on_vad(vad_event)
-
-    def _on_vad(self, event) -> None:
-        if isinstance(event, SpeechStarted):
-            self.pending_user_item = new_id("item")
-            self.speech_start_ms = event.audio_start_ms
-            self.orch.note_speech_started(self.session_id)
-            self.emit("input_audio_buffer.speech_started", audio_start_ms=event.audio_start_ms,
-                      item_id=self.pending_user_item)
-        elif isinstance(event, BargeIn) and self.settings.turn_detection.interrupt_response:
-            if self.response is not None:
-                self._interrupt("turn_detected")
-            else:
-                self._cut_generated_reply()
-        elif isinstance(event, SpeechPaused):
-            self.orch.note_speech_paused(self.session_id, self.settings.turn_detection.silence_duration_ms / 2000)
-        elif isinstance(event, SpeechStopped):
-            self.emit("input_audio_buffer.speech_stopped", audio_end_ms=event.audio_end_ms,
-                      item_id=self.pending_user_item)
-            audio = self.buffer.take(from_ms=self.speech_start_ms)
-            self._commit_audio(audio, self.pending_user_item or new_id("item"))
-            if self.settings.turn_detection.create_response:
-                self._start_response(self.settings, time.monotonic())
+        with _refusal("invalid_value", "item_id"):  # speech over a reply may cut an item the client edited
+            self.controller.feed_audio(self.resampler.process(samples))
 
     def on_commit(self, event: dict) -> None:
-        require(self.buffer.num_samples >= MIN_COMMIT_MS * 16, "input_audio_buffer_commit_empty",
+        require(self.controller.buffer.num_samples >= MIN_COMMIT_MS * 16, "input_audio_buffer_commit_empty",
                 f"buffer too small: at least {MIN_COMMIT_MS:.0f} ms of audio is needed to commit")
-        self._commit_audio(self.buffer.take(), new_id("item"))
+        self.controller.commit_audio()
 
     def on_clear(self, event: dict) -> None:
-        self.buffer.clear()
+        self.controller.clear_audio()
         self.emit("input_audio_buffer.cleared")
-
-    def _commit_audio(self, audio: np.ndarray, item_id: str) -> None:
-        previous = self.conversation.items[-1].item_id if self.conversation.items else None
-        self.emit("input_audio_buffer.committed", previous_item_id=previous, item_id=item_id)
-        self._add_user_item(item_id, [{"type": "input_audio", "transcript": None}], audio, "")
-        self.pending_user_item = None
-
-    def _add_user_item(self, item_id: str, content: list[dict], audio: np.ndarray | None, text: str) -> None:
-        item = Item(item_id, "user", content)
-        previous = self.conversation.add(item)
-        item_json = message_item(item_id, "user", content)
-        self.emit("conversation.item.added", previous_item_id=previous, item=item_json)
-        task = self.orch.add_user_item(self.session_id, item_id, audio, text)
-        task.add_done_callback(lambda t: self._user_item_done(t, item_json))
-        self._track(task)
-
-    def _user_item_done(self, task: asyncio.Task, item_json: dict) -> None:
-        if task.cancelled():
-            return
-        if task.exception() is not None:
-            self.conversation.remove(item_json["id"])
-            self.emit_error(RealtimeError("item_rejected", str(task.exception()), "item"))
-            return
-        self.emit("conversation.item.done", item=item_json)
 
     # conversation items
 
@@ -228,7 +165,13 @@ class RealtimeSession:
         item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
         require(self.conversation.get(item_id) is None, "duplicate_item_id", f"item {item_id!r} already exists", "item.id")
         parts = [{"type": "input_text", "text": t} for t in texts] + [{"type": "input_audio", "transcript": None}] * len(audio)
-        self._add_user_item(item_id, parts, np.concatenate(audio) if audio else None, "\n".join(texts))
+        self.add_user_item(item_id, parts)
+        self.controller.add_user_item(item_id, np.concatenate(audio) if audio else None, "\n".join(texts))
+
+    def add_user_item(self, item_id: str, content: list[dict]) -> None:
+        """The client's view of a new user item (the controller is told separately)."""
+        previous = self.conversation.add(Item(item_id, "user", content))
+        self.emit("conversation.item.added", previous_item_id=previous, item=message_item(item_id, "user", content))
 
     def on_item_truncate(self, event: dict) -> None:
         item_id, end_ms = event.get("item_id"), event.get("audio_end_ms")
@@ -238,29 +181,13 @@ class RealtimeSession:
         require(event.get("content_index", 0) == 0, "invalid_value", "content_index must be 0", "content_index")
         ok = isinstance(end_ms, (int, float)) and not isinstance(end_ms, bool) and 0 <= end_ms <= item.audio_ms + 1e-6
         require(ok, "invalid_value", f"audio_end_ms must be within the item's {item.audio_ms:.0f} ms of audio", "audio_end_ms")
-        if self.response is not None and self.response.item is item and self.response.cancel_reason is None:
-            self._interrupt("client_cancelled", heard_ms=float(end_ms))
-        else:
-            self._truncate_context(item, float(end_ms))
-        self.monitor.playback.truncate(float(end_ms))
-        self._emit_truncated(item, end_ms, float(end_ms))
-
-    def _emit_truncated(self, item: Item, audio_end_ms: int | float, heard_ms: float) -> None:
-        """conversation.item.truncated, with the item's unheard work at `heard_ms` as its latest figure."""
-        extension = {} if item.turn is None else {"liveserve": self.report_unheard(item, item.turn.unheard(heard_ms))}
-        self.emit("conversation.item.truncated", item_id=item.item_id, content_index=0, audio_end_ms=audio_end_ms,
-                  **extension)
+        with _refusal("invalid_value", "item_id"):
+            self.controller.truncate_item(item_id, end_ms)
 
     def report_unheard(self, item: Item, unheard: UnheardWork) -> dict:
         """Count `unheard` as the item's latest figure (see ServerMetrics.count_unheard); return its `liveserve` JSON."""
         item.unheard_counted = self.metrics.count_unheard(item.unheard_counted, unheard)
         return unheard_json(unheard)
-
-    def _truncate_context(self, item: Item, heard_ms: float) -> None:
-        try:
-            self.orch.truncate_item_audio(self.session_id, item.item_id, heard_ms)
-        except (KeyError, ValueError) as exc:
-            raise RealtimeError("invalid_value", str(exc), "item_id") from None
 
     def on_item_delete(self, event: dict) -> None:
         item_id = event.get("item_id")
@@ -268,10 +195,8 @@ class RealtimeSession:
         require(item is not None, "item_not_found", f"no item {item_id!r}", "item_id")
         require(self.response is None or self.response.item is not item, "invalid_value",
                 "the item of the response in progress cannot be deleted", "item_id")
-        try:
-            self.orch.delete_item(self.session_id, item_id)
-        except ValueError as exc:
-            raise RealtimeError("conversation_busy", str(exc), "item_id") from None
+        with _refusal("conversation_busy", "item_id"):
+            self.controller.delete_item(item_id)
         self.conversation.remove(item_id)
         self.emit("conversation.item.deleted", item_id=item_id)
 
@@ -288,53 +213,12 @@ class RealtimeSession:
         require(isinstance(extension, dict), "invalid_type", "liveserve must be an object", "response.liveserve")
         ignore_eos = extension.get("ignore_eos", False)
         require(isinstance(ignore_eos, bool), "invalid_type", "ignore_eos must be a boolean", "response.liveserve.ignore_eos")
-        self._start_response(settings, time.monotonic(), ignore_eos)
-
-    def _start_response(self, settings: SessionSettings, turn_end: float, ignore_eos: bool = False) -> None:
-        if self.response is not None:
-            self.emit_error(RealtimeError("conversation_already_has_active_response", "a response is already in progress"))
-            return
-        stream = ResponseStream(self, settings, turn_end)
-        self.response = stream
-        stream.open()
-        request = TurnRequest(speak=stream.speak, max_tokens=settings.max_output_tokens,
-                              temperature=settings.temperature, ignore_eos=ignore_eos)
-        turn = self.orch.start_turn(self.session_id, request, item_id=stream.item.item_id)
-        stream.item.turn = turn
-        self._track(asyncio.ensure_future(self._run_response(stream, turn)))
-
-    async def _run_response(self, stream: ResponseStream, turn) -> None:
-        try:
-            await stream.pump(turn)
-        finally:
-            if self.response is stream:
-                self.response = None
+        self._response_settings = settings
+        self.controller.start_response(turn_request(settings, ignore_eos), self.orch.clock())
 
     def on_response_cancel(self, event: dict) -> None:
         require(self.response is not None, "response_cancel_not_active", "there is no response in progress to cancel")
-        self._interrupt("client_cancelled")
-
-    def _interrupt(self, reason: str, heard_ms: float | None = None) -> None:
-        stream = self.response
-        if stream is None or stream.cancel_reason is not None:
-            return
-        heard = self.monitor.playback.played_ms() if heard_ms is None else heard_ms
-        stream.cancel_reason = reason
-        self.orch.cancel_turn(self.session_id, heard_ms=heard if stream.speak else None)
-        if reason == "turn_detected" and stream.speak:
-            self.monitor.playback.truncate(heard)
-            self._emit_truncated(stream.item, int(heard), heard)
-
-    def _cut_generated_reply(self) -> None:
-        """Speech over a reply that finished generating but is still playing: keep in the
-        context what was heard, as a client's truncate would."""
-        item = self.conversation.get(self.monitor.playback.item_id or "")
-        if item is None or item.role != "assistant":
-            return
-        heard = self.monitor.playback.played_ms()
-        self._truncate_context(item, heard)
-        self.monitor.playback.truncate(heard)
-        self._emit_truncated(item, int(heard), heard)
+        self.controller.cancel_response()
 
     def on_playback_ack(self, event: dict) -> None:
         played = event.get("played_ms")
@@ -342,29 +226,45 @@ class RealtimeSession:
         require(ok, "invalid_value", f"played_ms must be a non-negative number, got {played!r}", "played_ms")
         item_id = event.get("item_id")
         require(item_id is None or isinstance(item_id, str), "invalid_type", "item_id must be a string", "item_id")
-        if self.monitor.playback.ack(float(played), item_id):
-            self.report_playback()
+        self.controller.ack_playback(float(played), item_id)
 
-    def report_playback(self) -> None:
-        """Tell the stages' schedulers where the user's playback of the current reply stands."""
-        now, playback = time.monotonic(), self.monitor.playback
-        self.orch.note_playback(self.session_id, playback.first_audio_sent, now + playback.buffer_ms(now) / 1000)
+    # what the controller reports
+
+    def _on_interaction(self, event: InteractionEvent) -> None:
+        translate(self, event)
+
+    def open_response(self, item_id: str, turn_end: float) -> None:
+        """A reply started (ResponseStarted): announce its item under the settings it was asked with."""
+        item = Item(item_id, "assistant", [], status="in_progress")
+        self.response = ResponseStream(item, self._response_settings, turn_end, self.emit, self.dialect,
+                                       self.metrics, self.report_unheard, self.orch.clock)
+        self._response_settings = self.settings
+        self.response.open(self.conversation.add(item))
 
     # lifetime
 
-    def _track(self, task: asyncio.Task) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
         """The one teardown path: cancel the response, free the session in every stage."""
-        if self.response is not None:
-            self.response.cancel_reason = "session_closed"
-        self.orch.close_session(self.session_id)
-        for task in list(self._tasks):
-            task.cancel()
+        await self.controller.close()
         self._outbox.put_nowait(None)
-        await asyncio.gather(self._writer, *self._tasks, return_exceptions=True)
+        await asyncio.gather(self._writer, return_exceptions=True)
+
+
+class _refusal:
+    """A context in which the controller's ValueError/KeyError (a request it cannot honour) becomes an
+    error event with `code` and `param`."""
+
+    def __init__(self, code: str, param: str) -> None:
+        self.code, self.param = code, param
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if isinstance(exc, (KeyError, ValueError)) and not isinstance(exc, RealtimeError):
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise RealtimeError(self.code, str(message), self.param) from None
+        return False
 
 
 HANDLERS: dict[str, Callable[[RealtimeSession, dict], object]] = {

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from liveserve.realtime.errors import RealtimeError, require
+from orchestrator.events import TurnRequest
+from orchestrator.interaction_controller import TurnTaking
 
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
 INPUT_RATE = 24000
@@ -132,6 +134,17 @@ def response_overrides(response: Any, settings: SessionSettings) -> SessionSetti
     require("instructions" not in response, "unsupported_parameter",
             "instructions cannot be changed per response; use session.update", "response.instructions")
     return apply_update(settings, {k: v for k, v in response.items() if k != "liveserve"})
+
+
+def turn_taking(settings: SessionSettings) -> TurnTaking | None:
+    """The session's turn detection, as the interaction controller takes it (None: manual commit)."""
+    return None if settings.turn_detection is None else TurnTaking(**asdict(settings.turn_detection))
+
+
+def turn_request(settings: SessionSettings, ignore_eos: bool = False) -> TurnRequest:
+    """How a response under `settings` is generated."""
+    return TurnRequest(speak="audio" in settings.output_modalities, max_tokens=settings.max_output_tokens,
+                       temperature=settings.temperature, ignore_eos=ignore_eos)
 
 
 def _vad_json(vad: ServerVAD | None) -> dict | None:

@@ -25,7 +25,7 @@ def with_duplex(pipeline, max_position: int | None = None, **duplex):
 
 async def stream_audio(orch: Orchestrator, session_id: str, audio: np.ndarray, events: list, frames: int) -> None:
     """Push `frames` frames of audio, one per frame period, as a real-time client would."""
-    stream = orch.duplex[session_id]
+    stream = orch.duplex.streams[session_id]
     audio = np.resize(audio, frames * FRAME_16K)  # looped
     for i in range(frames):
         if not stream.is_open:
@@ -39,7 +39,7 @@ def open_streams(orch: Orchestrator, *names: str) -> dict[str, list]:
     events = {name: [] for name in names}
     for name in names:
         orch.open_session(name)
-        orch.open_duplex(name, events[name].append)
+        orch.sessions[name].open_duplex(events[name].append)
     return events
 
 
@@ -84,11 +84,11 @@ def test_an_unbounded_stream_at_the_maximum_length_fails_alone(pipeline, speech_
             async def late_start():
                 await asyncio.sleep(1.6)  # co-resident when "long" fails, 10 frames behind it
                 orch.open_session("late")
-                orch.open_duplex("late", events["late"].append)
+                orch.sessions["late"].open_duplex(events["late"].append)
                 await stream_audio(orch, "late", speech_16k, events["late"], 16)
 
             orch.open_session("long")
-            orch.open_duplex("long", events["long"].append)
+            orch.sessions["long"].open_duplex(events["long"].append)
             await asyncio.gather(stream_audio(orch, "long", speech_16k, events["long"], 30), late_start())
             await wait_for(lambda: len(events["late"]) == 16)
             assert isinstance(events["long"][-1], StreamFailed)
@@ -140,7 +140,7 @@ def test_frames_of_one_tick_reach_each_stage_as_one_batch(pipeline, speech_16k):
             events = open_streams(orch, "a", "b")
             for i in range(4):
                 for name in events:  # both streams' audio arrives before the same tick
-                    orch.duplex[name].push(speech_16k[i * FRAME_16K : (i + 1) * FRAME_16K])
+                    orch.duplex.streams[name].push(speech_16k[i * FRAME_16K : (i + 1) * FRAME_16K])
                 await asyncio.sleep(0.16)
             await wait_for(lambda: all(len(e) == 4 for e in events.values()))
             frames = [(kind, batch) for kind, batch in placement.batches

@@ -7,9 +7,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnUsage, UnheardWork
+from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnRequest, TurnUsage, UnheardWork
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.turn import TurnRequest
 
 async def drain(turn) -> tuple[list, TurnDone]:
     events = []
@@ -43,8 +42,8 @@ def test_spoken_turn_produces_text_and_audio(pipeline, speech_16k):
         await orch.start()
         try:
             orch.open_session("s")
-            orch.add_user_item("s", "u0", speech_16k)  # not awaited: the turn must still come after it
-            events, done = await drain(orch.start_turn("s", TurnRequest()))
+            orch.sessions["s"].add_user_item("u0", speech_16k)  # not awaited: the turn must still come after it
+            events, done = await drain(orch.sessions["s"].start_turn(TurnRequest()))
         finally:
             await orch.stop()
         return events, done
@@ -69,15 +68,15 @@ def test_second_turn_prefills_only_new_tokens(pipeline):
         await orch.start()
         try:
             orch.open_session("s", instructions="You are brief.")
-            thinker = orch.stages["thinker"]
-            first_prompt = await orch.add_user_item("s", "u0", text="Hello there, how are you?")
-            _, first = await drain(orch.start_turn("s", TurnRequest(speak=False)))
+            thinker = orch.bus.stages["thinker"]
+            first_prompt = await orch.sessions["s"].add_user_item("u0", text="Hello there, how are you?")
+            _, first = await drain(orch.sessions["s"].start_turn(TurnRequest(speak=False)))
             await orch.wait_idle()
             after_first = thinker.stats.num_tokens
-            second_prompt = await orch.add_user_item("s", "u1", text="And tomorrow?")
-            _, second = await drain(orch.start_turn("s", TurnRequest(speak=False)))
+            second_prompt = await orch.sessions["s"].add_user_item("u1", text="And tomorrow?")
+            _, second = await drain(orch.sessions["s"].start_turn(TurnRequest(speak=False)))
             await orch.wait_idle()
-            prefix = len(orch.template.assistant_prefix(False, False))
+            prefix = len(orch.pipeline.template.assistant_prefix(False, False))
             return first, second, thinker.stats.num_tokens - after_first, after_first, second_prompt + prefix, first_prompt
         finally:
             await orch.stop()
@@ -95,10 +94,10 @@ def test_cancelled_turn_leaves_no_blocks_behind(pipeline, speech_16k):
         await orch.start()
         try:
             orch.open_session("s")
-            orch.add_user_item("s", "u0", speech_16k)
-            turn = orch.start_turn("s", TurnRequest(max_tokens=200, ignore_eos=True))
+            orch.sessions["s"].add_user_item("u0", speech_16k)
+            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=200, ignore_eos=True))
             await until_first_audio(turn)
-            assert orch.cancel_turn("s")
+            assert orch.sessions["s"].cancel_turn()
             _, done = await drain(turn)
             await orch.wait_idle()
             during = blocks_held(orch), requests_held(orch)
@@ -127,8 +126,8 @@ def test_four_concurrent_sessions_complete(pipeline, speech_16k):
             turns = []
             for i in range(4):
                 orch.open_session(f"s{i}")
-                orch.add_user_item(f"s{i}", "u0", speech_16k[: 16000 * (i + 1)])
-                turns.append(orch.start_turn(f"s{i}", TurnRequest()))
+                orch.sessions[f"s{i}"].add_user_item("u0", speech_16k[: 16000 * (i + 1)])
+                turns.append(orch.sessions[f"s{i}"].start_turn(TurnRequest()))
             results = await asyncio.gather(*(drain(t) for t in turns))
             for i in range(4):
                 orch.close_session(f"s{i}")
@@ -148,15 +147,13 @@ def test_session_errors_are_clear(pipeline):
         orch = Orchestrator(pipeline)
         await orch.start()
         try:
-            with pytest.raises(KeyError, match="no open session"):
-                orch.start_turn("missing", TurnRequest())
             orch.open_session("s")
             with pytest.raises(ValueError, match="already open"):
                 orch.open_session("s")
-            orch.add_user_item("s", "u0", text="hi")
-            turn = orch.start_turn("s", TurnRequest(max_tokens=50, ignore_eos=True))
+            orch.sessions["s"].add_user_item("u0", text="hi")
+            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=50, ignore_eos=True))
             with pytest.raises(ValueError, match="already has an active turn"):
-                orch.start_turn("s", TurnRequest())
+                orch.sessions["s"].start_turn(TurnRequest())
             turn.cancel()
         finally:
             await orch.stop()
@@ -171,9 +168,9 @@ def test_context_overflow_fails_the_turn_not_the_session(pipeline):
         try:
             orch.open_session("s")
             with pytest.raises(ValueError, match="maximum is 2048"):
-                await orch.add_user_item("s", "u0", text="word " * 3000)
-            await orch.add_user_item("s", "u1", text="short")
-            _, fine = await drain(orch.start_turn("s", TurnRequest(speak=False)))
+                await orch.sessions["s"].add_user_item("u0", text="word " * 3000)
+            await orch.sessions["s"].add_user_item("u1", text="short")
+            _, fine = await drain(orch.sessions["s"].start_turn(TurnRequest(speak=False)))
             return fine
         finally:
             await orch.stop()
@@ -184,8 +181,8 @@ def test_context_overflow_fails_the_turn_not_the_session(pipeline):
 
 def thinker_context(orch, session_id: str) -> list[int]:
     """The resident thinker request's tokens (read after the engines are idle)."""
-    engine = orch.stages["thinker"]
-    return list(engine.scheduler.requests[orch.sessions[session_id].thinker_id].token_ids)
+    engine = orch.bus.stages["thinker"]
+    return list(engine.scheduler.requests[orch.sessions[session_id].context.thinker_id].token_ids)
 
 
 def test_barge_in_keeps_only_what_was_heard(pipeline):
@@ -194,16 +191,16 @@ def test_barge_in_keeps_only_what_was_heard(pipeline):
         await orch.start()
         try:
             orch.open_session("s")
-            await orch.add_user_item("s", "u0", text="Tell me a long story.")
-            turn = orch.start_turn("s", TurnRequest(max_tokens=60, ignore_eos=True))
+            await orch.sessions["s"].add_user_item("u0", text="Tell me a long story.")
+            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=60, ignore_eos=True))
             while len(turn.segment.spoken if turn.segment else []) < 8 or turn.usage.codec_frames < 4:
                 await asyncio.sleep(0.005)
             prefix = len(turn.segment.token_ids) - turn.usage.text_tokens
             # The user heard 3 frames (240 ms): 2 frames per token -> the 2nd spoken token had started.
-            orch.cancel_turn("s", heard_ms=240.0)
+            orch.sessions["s"].cancel_turn(heard_ms=240.0)
             _, done = await drain(turn)
             await orch.wait_idle()
-            return done, turn.segment, prefix, orch.sessions["s"].num_tokens, thinker_context(orch, "s")
+            return done, turn.segment, prefix, orch.sessions["s"].context.num_tokens, thinker_context(orch, "s")
         finally:
             await orch.stop()
 
@@ -226,14 +223,14 @@ def test_unheard_work_counts_what_had_not_started_playing(pipeline):
     # 7 generated tokens, of which positions 0, 1, 3, 4 were spoken (8 codec frames, 6 vocoded so far).
     usage, spoken = TurnUsage(text_tokens=7, codec_frames=8, vocoder_frames=6), [0, 1, 3, 4]
     # Nothing played: all of it is unheard.
-    assert orch.unheard(usage, spoken, 0.0) == UnheardWork(0.0, 7, 8, 6)
+    assert orch.geometry.unheard(usage, spoken, 0.0) == UnheardWork(0.0, 7, 8, 6)
     # 160 ms: frames 0-1 had started (spoken token 1); the cut keeps position 0, frame 2 onwards is unheard.
-    assert orch.unheard(usage, spoken, 160.0) == UnheardWork(160.0, 6, 6, 4)
+    assert orch.geometry.unheard(usage, spoken, 160.0) == UnheardWork(160.0, 6, 6, 4)
     # 170 ms: frame 2 had started too, so spoken token 2 (position 1) counts as heard; positions 0-2 stay.
-    assert orch.heard_tokens(len(spoken), 170.0) == 2
-    assert orch.unheard(usage, spoken, 170.0) == UnheardWork(170.0, 4, 5, 3)
+    assert orch.geometry.heard_tokens(len(spoken), 170.0) == 2
+    assert orch.geometry.unheard(usage, spoken, 170.0) == UnheardWork(170.0, 4, 5, 3)
     # Everything played: nothing is unheard.
-    assert orch.unheard(usage, spoken, 10_000.0) == UnheardWork(10_000.0, 0, 0, 0)
+    assert orch.geometry.unheard(usage, spoken, 10_000.0) == UnheardWork(10_000.0, 0, 0, 0)
 
 
 def test_unheard_work_of_a_finished_reply_survives_later_cuts(pipeline):
@@ -242,12 +239,12 @@ def test_unheard_work_of_a_finished_reply_survives_later_cuts(pipeline):
         await orch.start()
         try:
             orch.open_session("s")
-            await orch.add_user_item("s", "u0", text="Hello there.")
-            turn = orch.start_turn("s", TurnRequest(max_tokens=6, ignore_eos=True))
+            await orch.sessions["s"].add_user_item("u0", text="Hello there.")
+            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=6, ignore_eos=True))
             _, done = await drain(turn)
             prefix, first_spoken = len(turn.segment.token_ids) - 6, turn.segment.spoken[0]
             before_cut = turn.unheard(80.0)
-            orch.truncate_item_audio("s", turn.item_id, 80.0)  # the client heard 80 ms after the reply ended
+            orch.sessions["s"].context.truncate_heard(turn.item_id, 80.0)  # the client heard 80 ms after the reply ended
             kept = len(turn.segment.token_ids) - prefix
             return done, turn, first_spoken - prefix, before_cut, kept
         finally:
@@ -269,15 +266,15 @@ def test_deleting_an_earlier_item_rebuilds_the_context(pipeline):
         await orch.start()
         try:
             orch.open_session("s", instructions="Be brief.")
-            await orch.add_user_item("s", "u0", text="First question.")
-            await drain(orch.start_turn("s", TurnRequest(speak=False), item_id="a0"))
-            await orch.add_user_item("s", "u1", text="Second question.")
+            await orch.sessions["s"].add_user_item("u0", text="First question.")
+            await drain(orch.sessions["s"].start_turn(TurnRequest(speak=False), item_id="a0"))
+            await orch.sessions["s"].add_user_item("u1", text="Second question.")
             await orch.wait_idle()
-            kept = [seg.token_ids for seg in orch.sessions["s"].segments if seg.item_id != "u0"]
-            assert orch.delete_item("s", "u0")
+            kept = [seg.token_ids for seg in orch.sessions["s"].context.segments if seg.item_id != "u0"]
+            assert orch.sessions["s"].context.delete("u0")
             await orch.wait_idle()
             context = thinker_context(orch, "s")
-            _, done = await drain(orch.start_turn("s", TurnRequest(speak=False)))
+            _, done = await drain(orch.sessions["s"].start_turn(TurnRequest(speak=False)))
             return kept, context, done, blocks_held(orch)["thinker"]
         finally:
             await orch.stop()
@@ -287,7 +284,7 @@ def test_deleting_an_earlier_item_rebuilds_the_context(pipeline):
     assert done.status in ("completed", "incomplete") and thinker_blocks > 0
 
 
-def test_a_pause_in_the_users_speech_reaches_the_thinker_and_an_unknown_session_is_ignored(pipeline):
+def test_a_pause_in_the_users_speech_reaches_the_thinker(pipeline):
     from stages.commands import SpeechPaused
 
     async def scenario():
@@ -295,13 +292,12 @@ def test_a_pause_in_the_users_speech_reaches_the_thinker_and_an_unknown_session_
         await orch.start()
         try:
             sent = []
-            thinker = orch.stages["thinker"]
+            thinker = orch.bus.stages["thinker"]
             forward = thinker.submit
             thinker.submit = lambda command: (sent.append(command), forward(command))
             orch.open_session("s")
-            orch.note_speech_paused("s", 0.25)
-            orch.note_speech_paused("nobody", 0.25)
-            return sent, orch.sessions["s"].thinker_id
+            orch.sessions["s"].speech_paused(0.25)
+            return sent, orch.sessions["s"].context.thinker_id
         finally:
             await orch.stop()
 

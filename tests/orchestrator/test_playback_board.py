@@ -8,11 +8,10 @@ import pytest
 
 from orchestrator.chunk_stream import ChunkStream
 from orchestrator.config import ChunkSizes, InteractionPriors
-from orchestrator.events import AudioDelta, TurnDone
-from orchestrator.orchestrator import Orchestrator
+from orchestrator.events import AudioDelta, TurnDone, TurnRequest
 from orchestrator.next_use import NextUseEstimator
+from orchestrator.orchestrator import Orchestrator
 from orchestrator.playback_board import NOT_STARTED, NextUseHint, PlaybackBoard, reply_states
-from orchestrator.turn import TurnRequest
 from stages.interaction import PlaybackState
 
 
@@ -91,22 +90,22 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
         await orch.start()
         try:
             session = orch.open_session("s")
-            assert orch.board.playback(session.thinker_id) == NOT_STARTED
-            turn = orch.start_turn("s", TurnRequest(max_tokens=8, ignore_eos=True))
+            assert orch.board.playback(session.context.thinker_id) == NOT_STARTED
+            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=8, ignore_eos=True))
             first_audio = None
             while not isinstance(event := await asyncio.wait_for(turn.events.get(), 30), TurnDone):
                 if isinstance(event, AudioDelta) and first_audio is None:
                     first_audio = event
                     drained_at = orch.clock() + 30.0
-                    orch.note_playback("s", True, drained_at)
+                    orch.sessions["s"].note_playback(True, drained_at)
                     during = {kind: orch.board.playback(rid) for kind, rid in
-                              (("thinker", session.thinker_id), ("talker", turn.ids["talker"]),
+                              (("thinker", session.context.thinker_id), ("talker", turn.ids["talker"]),
                                ("vocoder", turn.ids["vocoder"]))}
-            after = (orch.board.playback(session.thinker_id), orch.board.playback(turn.ids["talker"]),
+            after = (orch.board.playback(session.context.thinker_id), orch.board.playback(turn.ids["talker"]),
                      orch.board.playback(turn.ids["vocoder"]))
-            next_use = orch.board.next_use(session.thinker_id) - drained_at  # generation over: playback end + gap
+            next_use = orch.board.next_use(session.context.thinker_id) - drained_at  # generation over: playback end + gap
             orch.close_session("s")
-            closed = orch.board.playback(session.thinker_id)
+            closed = orch.board.playback(session.context.thinker_id)
         finally:
             await orch.stop()
         return turn, during, after, closed, next_use
@@ -127,7 +126,7 @@ def test_the_stages_of_one_process_share_one_device_board(pipeline):
         orch = Orchestrator(pipeline)
         await orch.start()
         try:
-            return [stage.scheduler.policy.device for stage in orch.stages.values()]
+            return [stage.scheduler.policy.device for stage in orch.bus.stages.values()]
         finally:
             await orch.stop()
 

@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-from orchestrator.events import AudioDelta, TextDelta
+from orchestrator.events import AudioDelta, TextDelta, TurnRequest
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.placement import LocalPlacement
 from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
 from orchestrator.process_placement import ProcessPlacement, StageProcess
 from orchestrator.stage_process import StageServer
-from orchestrator.turn import TurnRequest
 from orchestrator.wire import Channel
 from stages.commands import AbortRequest
 from stages.interaction import PlaybackState
@@ -37,8 +36,8 @@ async def spoken_turn(pipeline, speech, placement):
     await orch.start()
     try:
         orch.open_session("s")
-        orch.add_user_item("s", "u0", speech)
-        events, done = await drain(orch.start_turn("s", TurnRequest(max_tokens=8, ignore_eos=True)))
+        orch.sessions["s"].add_user_item("u0", speech)
+        events, done = await drain(orch.sessions["s"].start_turn(TurnRequest(max_tokens=8, ignore_eos=True)))
         orch.close_session("s")
         await orch.wait_idle()
         return events, done, [s.num_requests for s in orch.status()], [s.kv_blocks_used for s in orch.status()]
@@ -97,12 +96,12 @@ def test_a_stage_process_that_dies_fails_its_turn_and_later_ones(pipeline, speec
         await orch.start()
         try:
             orch.open_session("s")
-            orch.add_user_item("s", "u0", speech_16k)
-            turn = orch.start_turn("s", TurnRequest(max_tokens=400, ignore_eos=True))
+            orch.sessions["s"].add_user_item("u0", speech_16k)
+            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=400, ignore_eos=True))
             await until_first_audio(turn)
-            os.kill(orch.stages["talker"].process.pid, signal.SIGKILL)  # mid-reply
+            os.kill(orch.bus.stages["talker"].process.pid, signal.SIGKILL)  # mid-reply
             _, first = await drain(turn)
-            _, second = await drain(orch.start_turn("s", TurnRequest(max_tokens=4)))
+            _, second = await drain(orch.sessions["s"].start_turn(TurnRequest(max_tokens=4)))
             return first, second
         finally:
             await orch.stop()

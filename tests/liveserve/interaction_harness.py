@@ -1,0 +1,145 @@
+"""An in-process realtime session over scripted stages, a fake clock and a loudness VAD: protocol events
+pushed in, server events asserted out, in milliseconds (pipecat-style). The socket tests stay the
+end-to-end net."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from liveserve.realtime.metrics import ServerMetrics
+from liveserve.realtime.naming import Dialect
+from liveserve.realtime.session import RealtimeSession
+from liveserve.realtime.settings import SessionSettings
+from orchestrator.config import PipelineConfig
+from orchestrator.orchestrator import Orchestrator
+from orchestrator.placement import Placement
+from stages.commands import AddRequest, Command
+from stages.plan import StageOutput
+from stages.requests import ThinkerStep
+from tests.stages.scheduler_harness import FakeClock
+
+RATE = 24000
+
+
+class LoudnessVAD:
+    """Speech wherever a window is not silent: the turn detector's rules, with no model in the way."""
+
+    def speech_probability(self, window: np.ndarray) -> float:
+        return 1.0 if float(np.abs(window).mean()) > 0.01 else 0.0
+
+    def reset(self) -> None:
+        pass
+
+
+class ScriptedStages(Placement):
+    """Stages that compute nothing: each records the commands it is sent, and the test makes it answer."""
+
+    def __init__(self) -> None:
+        self.commands: dict[str, list[Command]] = defaultdict(list)
+        self.sink = None
+
+    def start(self, specs, sink, clock, view=None):
+        self.sink = sink
+        return {spec.kind: _RecordingHandle(self.commands[spec.kind]) for spec in specs}
+
+    def stop(self) -> None:
+        pass
+
+    def sent(self, kind: str, command_type: type) -> list:
+        return [c for c in self.commands[kind] if isinstance(c, command_type)]
+
+    def added(self, kind: str) -> list[str]:
+        """Request ids added to a stage, in order."""
+        return [c.request.request_id for c in self.sent(kind, AddRequest)]
+
+    def encode(self, encoder_id: str, frames: int, width: int) -> None:
+        self.sink("encoder", [StageOutput(encoder_id, torch.zeros(frames, width), is_finished=True)])
+
+    def think(self, thinker_id: str, turn_id: str, tokens: list[int], width: int, finish: str | None = None) -> None:
+        steps = [ThinkerStep(token, torch.zeros(width), finish if i == len(tokens) - 1 else None, turn_id)
+                 for i, token in enumerate(tokens)]
+        self.sink("thinker", [StageOutput(thinker_id, step) for step in steps])
+
+    def speak(self, talker_id: str, frames: int, finished: bool = False) -> None:
+        outputs = [StageOutput(talker_id, 7) for _ in range(frames)]
+        self.sink("talker", outputs + ([StageOutput(talker_id, is_finished=True)] if finished else []))
+
+    def voice(self, vocoder_id: str, samples: int, finished: bool = False) -> None:
+        self.sink("vocoder", [StageOutput(vocoder_id, torch.full((samples,), 0.1), is_finished=finished)])
+
+
+class _RecordingHandle:
+    def __init__(self, log: list[Command]) -> None:
+        self.log = log
+
+    def submit(self, command: Command) -> None:
+        self.log.append(command)
+
+    def submit_all(self, commands) -> None:
+        self.log.extend(commands)
+
+
+class InteractionHarness:
+    """One realtime session on scripted stages; `client(type, **fields)` sends an event and settles."""
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.config = config
+        self.clock = FakeClock()
+        self.stages = ScriptedStages()
+        self.orch = Orchestrator(config, placement=self.stages, clock=self.clock, sleep=self._sleep, vad=LoudnessVAD)
+        self.events: list[dict] = []
+        self.session: RealtimeSession | None = None
+
+    async def _sleep(self, seconds: float) -> None:
+        self.clock.t += seconds
+        await asyncio.sleep(0)
+
+    async def __aenter__(self) -> InteractionHarness:
+        await self.orch.start()
+        self.session = RealtimeSession(self.orch, SessionSettings(model="tiny-omni"), Dialect(False), self._send,
+                                       ServerMetrics(lambda: []))
+        await self.settle()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.session.close()
+        await self.orch.stop()
+
+    async def _send(self, event: dict) -> None:
+        self.events.append(event)
+
+    async def settle(self) -> None:
+        """Let every task, routed output and queued event run."""
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    async def client(self, event_type: str, **fields) -> None:
+        await self.session.handle(json.dumps({"type": event_type, **fields}))
+        await self.settle()
+
+    async def speak(self, speech_ms: int, then_silence_ms: int = 0) -> None:
+        """Send a tone of `speech_ms` (what the VAD hears as speech) and silence after it."""
+        t = np.arange(RATE * speech_ms // 1000) / RATE
+        pcm = np.concatenate([0.3 * np.sin(2 * np.pi * 220 * t), np.zeros(RATE * then_silence_ms // 1000)])
+        audio = base64.b64encode((pcm * 32767).astype("<i2").tobytes()).decode()
+        await self.client("input_audio_buffer.append", audio=audio)
+
+    def of_type(self, event_type: str) -> list[dict]:
+        return [e for e in self.events if e["type"] == event_type]
+
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+    @property
+    def controller(self):
+        return self.session.controller
+
+    @property
+    def thinker_id(self) -> str:
+        return self.controller.session.context.thinker_id

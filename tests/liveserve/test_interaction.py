@@ -1,0 +1,173 @@
+"""Interaction decisions in milliseconds: a realtime session over scripted stages and a fake clock.
+
+Each test pushes protocol events in, makes the stages answer, moves the clock (the user's playback
+runs on it), and asserts the server events that come out and the commands the stages got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from interaction_harness import InteractionHarness
+from stages.commands import AbortRequest, AppendInput, StopGeneration
+from tests.orchestrator.conftest import tiny_pipeline
+
+WIDTH = 64  # the tiny thinker's hidden size (and the encoder's output)
+FRAME = 1920  # samples of one 80 ms codec frame at 24 kHz
+
+
+def run(scenario):
+    async def harnessed():
+        async with InteractionHarness(tiny_pipeline()) as harness:
+            return await scenario(harness)
+    return asyncio.run(harnessed())
+
+
+async def spoken_reply_playing(h: InteractionHarness, finished: bool = False) -> tuple[str, str]:
+    """The user speaks a turn; the reply's 4 tokens become 8 codec frames, delivered as 640 ms of audio at
+    t = 0, then the clock moves to t = 0.3 s (300 ms played). (response item id, turn id)"""
+    await h.speak(600, then_silence_ms=700)  # VAD: started, stopped; the speech is committed, a reply starts
+    item = h.of_type("input_audio_buffer.committed")[0]["item_id"]
+    h.stages.encode(f"{h.controller.session_id}/{item}/encoder", 8, WIDTH)  # the user item enters the context
+    await h.settle()
+    turn_id = h.controller.response.turn.turn_id
+    h.stages.think(h.thinker_id, turn_id, [10, 11, 12, 13], WIDTH, finish="length" if finished else None)
+    h.stages.speak(f"{turn_id}/talker", 8, finished=finished)
+    await h.settle()
+    h.stages.voice(f"{turn_id}/vocoder", 8 * FRAME, finished=finished)
+    await h.settle()
+    h.clock.t = 0.3
+    return h.of_type("response.output_item.added")[0]["item"]["id"], turn_id
+
+
+def test_speech_ends_a_turn_commits_it_and_starts_a_reply():
+    async def scenario(h):
+        await spoken_reply_playing(h)
+        return h.types()
+
+    types = run(scenario)
+    for earlier, later in [("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"),
+                           ("input_audio_buffer.speech_stopped", "input_audio_buffer.committed"),
+                           ("input_audio_buffer.committed", "conversation.item.added"),
+                           ("conversation.item.added", "response.created"),
+                           ("response.created", "response.output_audio.delta")]:
+        assert types.index(earlier) < types.index(later), (earlier, later)
+    assert "conversation.item.done" in types  # the user item reached the context
+
+
+def test_speech_over_a_generating_reply_cancels_it_and_keeps_what_was_heard():
+    async def scenario(h):
+        item_id, turn_id = await spoken_reply_playing(h)
+        await h.speak(300)  # barge-in, 300 ms into the reply's playback
+        return h, item_id, turn_id
+
+    h, item_id, turn_id = run(scenario)
+    done = h.of_type("response.done")[-1]["response"]
+    assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
+    truncated = h.of_type("conversation.item.truncated")[-1]
+    assert truncated["item_id"] == item_id and truncated["audio_end_ms"] == 300
+    # 300 ms heard: codec frames 0-3 had started (80 ms each), so 2 of the 4 spoken tokens (3 frames each)
+    assert truncated["liveserve"] == {"heard_ms": 300.0, "unheard_text_tokens": 2, "unheard_audio_tokens": 4,
+                                      "unheard_vocoder_frames": 4}
+    aborted = {c.request_id for kind in ("talker", "vocoder") for c in h.stages.sent(kind, AbortRequest)}
+    assert aborted == {f"{turn_id}/talker", f"{turn_id}/vocoder"}  # cancelled in every stage
+    assert h.stages.sent("thinker", StopGeneration)  # the context cut to what was heard
+    assert h.types().index("input_audio_buffer.speech_started") < h.types().index("response.done")
+
+
+def test_speech_over_a_reply_that_is_still_playing_cuts_it_where_playback_was():
+    async def scenario(h):
+        item_id, _ = await spoken_reply_playing(h, finished=True)
+        done_before = len(h.of_type("response.done"))
+        await h.speak(300)
+        return h, item_id, done_before
+
+    h, item_id, done_before = run(scenario)
+    assert h.of_type("response.done")[0]["response"]["status"] == "incomplete"  # ended at its length
+    assert len(h.of_type("response.done")) == done_before == 1  # nothing else to cancel
+    truncated = h.of_type("conversation.item.truncated")[-1]
+    assert truncated["item_id"] == item_id and truncated["audio_end_ms"] == 300
+    assert h.stages.sent("thinker", StopGeneration)
+
+
+def test_without_interrupt_response_speech_over_a_reply_leaves_it_alone():
+    async def scenario(h):
+        await h.client("session.update", session={"audio": {"input": {"turn_detection": {
+            "type": "server_vad", "interrupt_response": False}}}})
+        await spoken_reply_playing(h)
+        await h.speak(300)
+        return h
+
+    h = run(scenario)
+    assert not h.of_type("response.done") and not h.of_type("conversation.item.truncated")
+    assert len(h.of_type("input_audio_buffer.speech_started")) == 2
+
+
+def test_response_cancel_stops_the_reply_for_the_client_reason():
+    async def scenario(h):
+        await spoken_reply_playing(h)
+        await h.client("response.cancel")
+        await h.client("response.cancel")  # nothing left to cancel
+        return h
+
+    h = run(scenario)
+    done = h.of_type("response.done")[-1]["response"]
+    assert done["status"] == "cancelled" and done["status_details"]["reason"] == "client_cancelled"
+    assert done["usage"]["liveserve"]["heard_ms"] == 300.0  # cut where playback stood
+    assert h.of_type("error")[-1]["error"]["code"] == "response_cancel_not_active"
+
+
+def test_a_clients_truncate_after_the_reply_cuts_the_context_and_reports_the_unheard_work():
+    async def scenario(h):
+        item_id, _ = await spoken_reply_playing(h, finished=True)
+        await h.client("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=160)
+        await h.client("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=5000)
+        return h, item_id
+
+    h, item_id = run(scenario)
+    truncated = h.of_type("conversation.item.truncated")[-1]
+    assert truncated["audio_end_ms"] == 160 and truncated["liveserve"]["unheard_audio_tokens"] == 6
+    assert h.stages.sent("thinker", StopGeneration)
+    assert h.of_type("error")[-1]["error"]["param"] == "audio_end_ms"  # past the item's 640 ms of audio
+
+
+def test_playback_acks_move_what_the_stages_see():
+    async def scenario(h):
+        _, turn_id = await spoken_reply_playing(h)
+        await h.client("playback.ack", played_ms=100)  # the client lags the real-time model
+        acked = h.orch.board.playback(f"{turn_id}/vocoder")
+        await h.client("playback.ack", played_ms=50, item_id="someone_else")  # a stale item: ignored
+        return acked, h.orch.board.playback(f"{turn_id}/vocoder"), h.clock.t
+
+    acked, after_stale, now = run(scenario)
+    assert acked.started and acked.buffer_ms(now) == pytest.approx(640 - 100)
+    assert after_stale == acked
+
+
+def test_a_manual_commit_and_a_text_reply_without_turn_detection():
+    async def scenario(h):
+        await h.client("session.update", session={"audio": {"input": {"turn_detection": None}}})
+        await h.speak(600)
+        await h.client("input_audio_buffer.commit")
+        await h.client("response.create", response={"output_modalities": ["text"]})
+        return h
+
+    h = run(scenario)
+    assert not h.of_type("input_audio_buffer.speech_started")  # no VAD
+    assert h.of_type("input_audio_buffer.committed") and h.of_type("response.created")
+    assert h.stages.added("talker") == []  # a text reply: nothing to speak
+
+
+def test_duplex_frames_go_to_the_encoder_at_the_frame_ticks():
+    async def scenario(h):
+        await h.client("session.update", session={"liveserve": {"duplex": True}})
+        await h.speak(200)  # 2.5 frames of 80 ms
+        h.orch.duplex.tick(h.clock())
+        return h
+
+    h = run(scenario)
+    duplex_encoder = f"{h.controller.session_id}/duplex/encoder"
+    frames = [c for c in h.stages.sent("encoder", AppendInput) if c.request_id == duplex_encoder]
+    assert len(frames) == 1 and len(frames[0].data) == 2 * 1280  # two whole 80 ms frames of 16 kHz audio
