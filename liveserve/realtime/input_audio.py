@@ -1,4 +1,4 @@
-"""The session's input audio: 24 kHz PCM16 in, a 16 kHz float stream kept for VAD and the encoder."""
+"""Input audio on the wire: base64 24 kHz PCM16 in and out, resampled to the 16 kHz the models hear."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from scipy.signal import firwin
 from liveserve.realtime.errors import RealtimeError
 
 MAX_APPEND_BYTES = 15 * 1024 * 1024
-VAD_RATE = 16000
 
 
 class Resampler24to16:
@@ -66,36 +65,3 @@ def decode_pcm16(audio_b64: object) -> np.ndarray:
 def encode_pcm16(samples: np.ndarray) -> str:
     pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).round().astype("<i2")
     return base64.b64encode(pcm.tobytes()).decode("ascii")
-
-
-class InputAudioBuffer:
-    """Uncommitted user audio at 16 kHz, addressed in ms since the session's first append."""
-
-    def __init__(self) -> None:
-        self.resampler = Resampler24to16()
-        self._chunks: list[np.ndarray] = []
-        self.start_ms = 0.0
-        self.total_ms = 0.0
-
-    def append(self, samples_24k: np.ndarray) -> np.ndarray:
-        """Add audio; returns its 16 kHz version (for the VAD)."""
-        resampled = self.resampler.process(samples_24k)
-        self._chunks.append(resampled)
-        self.total_ms += 1000.0 * len(samples_24k) / 24000
-        return resampled
-
-    @property
-    def num_samples(self) -> int:
-        return sum(len(c) for c in self._chunks)
-
-    def take(self, from_ms: float | None = None) -> np.ndarray:
-        """Everything buffered (from `from_ms` on, if given); the buffer then starts empty."""
-        audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
-        if from_ms is not None:
-            audio = audio[max(0, int((from_ms - self.start_ms) * VAD_RATE / 1000)) :]
-        self.clear()
-        return audio
-
-    def clear(self) -> None:
-        self._chunks = []
-        self.start_ms = self.total_ms
