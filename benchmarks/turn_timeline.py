@@ -58,14 +58,14 @@ class StageTimeline:
 
 def breakdown(response: dict, stages: dict[str, StageTimeline]) -> dict[str, float] | None:
     """The response's waits in ms after its turn ended (None without audio or without a trace of it)."""
-    t0, figures = response["turn_end"], {}
-    thinker = stages["thinker"].first_run(response["thinker"], t0)
-    if response["first_audio"] is None or thinker is None:
+    t0, figures, requests = response["turn_end"], {}, response["requests"]
+    thinker = stages["thinker"].first_run(requests["thinker"], t0)
+    if response["first_audio"] is None or thinker is None or "talker" not in requests:
         return None
     figures["thinker_start"] = 1000 * (thinker["t"] - t0)
     figures["thinker_first_out"] = 1000 * (thinker["t"] + thinker["dt"] - t0)
     for kind in ("talker", "vocoder"):
-        request_id = f"{response['turn']}/{kind}"
+        request_id = requests[kind]
         ready, first = stages[kind].first_ready(request_id, t0), stages[kind].first_run(request_id, t0)
         if ready is None or first is None:
             return None

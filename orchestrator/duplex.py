@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from orchestrator.request_id import RequestId
 from stages.commands import AbortRequest, AddRequest, AppendInput
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.plan import StageOutput
@@ -61,14 +62,15 @@ class DuplexStream:
         duplex = geometry.duplex
         self.frame_samples = duplex.encoder_frames * geometry.encoder_samples_per_frame
         self.tokens_per_frame = duplex.tokens_per_frame
-        self.encoder_id, self.thinker_id = f"{session_id}/duplex/encoder", f"{session_id}/duplex/thinker"
+        self.encoder_id = RequestId(session_id, "duplex-encoder")
+        self.thinker_id = RequestId(session_id, "duplex-thinker")
         self.max_position = math.inf if geometry.is_windowed else geometry.max_position
         self.num_frames = 0  # frames made due
         self.context_tokens = len(prefix)  # upper bound once every due frame is answered
         self.is_open = True
         self._audio = np.zeros(0, dtype=np.float32)
         self._due: deque[float] = deque()  # tick times of frames sent to the encoder, not yet in the thinker
-        self._answering: dict[str, tuple[float, list[int]]] = {}  # frame index -> (tick time, tokens so far)
+        self._answering: dict[int, tuple[float, list[int]]] = {}  # frame index -> (tick time, tokens so far)
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self._encoder_frames = duplex.encoder_frames
         self._start(prefix)
@@ -118,19 +120,19 @@ class DuplexStream:
         pad = self.pipeline.tokenizer.audio_pad_id
         for rows in embeddings.split(self._encoder_frames):
             index = self.num_frames - len(self._due)
-            self._answering[str(index)] = (self._due.popleft(), [])
+            self._answering[index] = (self._due.popleft(), [])
             frame = DuplexFrame(index, [pad] * len(rows), rows)
             self.bus.submit("thinker", AppendInput(self.thinker_id, frame))
 
     def _on_step(self, step: ThinkerStep) -> None:
-        tick, tokens = self._answering[step.turn_id]
+        tick, tokens = self._answering[step.tag]
         tokens.append(step.token_id)
         if step.finish_reason is None:
             return
-        del self._answering[step.turn_id]
+        del self._answering[step.tag]
         text = "".join(self._detok.push(t) for t in tokens)
         latency = self.bus.clock() - tick
-        self.listener(FrameAnswered(int(step.turn_id), tokens, text, latency, self.context_tokens))
+        self.listener(FrameAnswered(step.tag, tokens, text, latency, self.context_tokens))
 
     def _fail(self, code: str, message: str) -> None:
         self.close()

@@ -191,8 +191,8 @@ class InteractionController:
         if self.response is response:
             self.response = None
         turn = response.turn
-        self.listener(ResponseEnded(response.item_id, done, response.cancel_reason, turn.turn_id,
-                                    turn.session.thinker_id, self.clock()))
+        request_ids = {"thinker": turn.session.thinker_id, **(turn.ids if response.speak else {})}
+        self.listener(ResponseEnded(response.item_id, done, response.cancel_reason, request_ids, self.clock()))
 
     def _barge_in(self) -> None:
         if self.response is not None:

@@ -60,14 +60,14 @@ class ResponseStarted:
 @dataclass(frozen=True)
 class ResponseEnded:
     """The reply of `item_id` ended at clock time `ended_at`; `cancel_reason` (turn_detected,
-    client_cancelled, session_closed) when it was cut, and then no delta followed the cut. `turn_id`
-    and `thinker_id` name its requests in the stages (their step traces)."""
+    client_cancelled, session_closed) when it was cut, and then no delta followed the cut.
+    `request_ids` names its requests in the stages by kind (thinker, talker, vocoder), as in their
+    step traces."""
 
     item_id: str
     done: TurnDone
     cancel_reason: str | None
-    turn_id: str
-    thinker_id: str
+    request_ids: dict[str, str]
     ended_at: float
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 from orchestrator.next_use import NextUseEstimator
+from orchestrator.request_id import RequestId
 from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
 from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
@@ -69,7 +70,7 @@ class SessionContext:
         self.session_id = session_id
         self.pipeline = pipeline
         self.next_use = next_use
-        self.thinker_id = f"{session_id}/thinker#0"
+        self.thinker_id = RequestId(session_id, "thinker", 0)
         self.num_rebuilds = 0
         self.segments: list[ContextSegment] = []
         self.active_turn: ActiveTurn | None = None
@@ -181,7 +182,7 @@ class SessionContext:
         self.pipeline.bus.disown(self.thinker_id)
         self.pipeline.bus.submit("thinker", AbortRequest(self.thinker_id))
         self.num_rebuilds += 1
-        self.thinker_id = f"{self.session_id}/thinker#{self.num_rebuilds}"
+        self.thinker_id = RequestId(self.session_id, "thinker", self.num_rebuilds)
         self.start(instructions)
 
     def on_output(self, kind: str, output: StageOutput) -> None:

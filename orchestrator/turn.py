@@ -11,6 +11,7 @@ import torch
 from orchestrator.chunk_stream import ChunkStream
 from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnRequest, TurnUsage, UnheardWork
 from orchestrator.playback_board import NOT_STARTED, reply_states
+from orchestrator.request_id import RequestId
 from orchestrator.session_context import ContextSegment, SessionContext
 from stages.commands import AbortRequest, AddRequest, AppendInput
 from stages.config import SamplingParams
@@ -47,7 +48,7 @@ class Turn:
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(self.geometry.thinker_to_talker)
         self._to_vocoder: ChunkStream[int] = ChunkStream(self.geometry.talker_to_vocoder)
-        self.ids = {kind: f"{turn_id}/{kind}" for kind in ("talker", "vocoder")}
+        self.ids = {kind: RequestId(session.session_id, kind, session.num_turns) for kind in ("talker", "vocoder")}
         self._playback = (False, 0.0)  # (started, clock time the delivered audio runs out)
         self._previous_edit, self._edit_done = session.reserve_edit()
 
@@ -122,7 +123,7 @@ class Turn:
             self.bus.board.publish(request_id, state)
 
     def _on_thinker(self, step: ThinkerStep | None) -> None:
-        if step is None or step.turn_id != self.turn_id:
+        if step is None or step.tag != self.turn_id:
             return
         self.usage.text_tokens += 1
         self.segment.token_ids.append(step.token_id)

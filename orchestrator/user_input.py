@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from orchestrator.request_id import RequestId
 from orchestrator.session_context import ContextSegment, SessionContext
 from stages.commands import AddRequest, AppendInput
 from stages.plan import StageOutput
@@ -27,7 +28,7 @@ class UserInput:
     def __init__(self, pipeline: Pipeline, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str):
         self.pipeline, self.bus = pipeline, pipeline.bus
         self.session, self.item_id, self.audio, self.text = session, item_id, audio, text
-        self.encoder_id = f"{session.session_id}/{item_id}/encoder"
+        self.encoder_id = RequestId(session.session_id, "encoder", item_id)
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
         self._previous_edit, self._done = session.reserve_edit()

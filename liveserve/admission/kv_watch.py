@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from liveserve.admission.forecast import SaturationForecast
+from orchestrator.request_id import RequestId
 
 
 class PoolStatus(Protocol):
@@ -14,12 +15,7 @@ class PoolStatus(Protocol):
     name: str
     kv_blocks_used: int
     kv_blocks_free: int
-    resident_tokens: dict[str, int]  # request id -> tokens whose KV is on the device
-
-
-def session_of(request_id: str) -> str:
-    """The session a request belongs to: request ids start with "{session_id}/"."""
-    return request_id.split("/", 1)[0]
+    resident_tokens: dict[RequestId, int]  # request id -> tokens whose KV is on the device
 
 
 class KVWatch:
@@ -48,5 +44,5 @@ class KVWatch:
 def _per_session(resident_tokens: dict[str, int]) -> dict[str, int]:
     sessions: dict[str, int] = {}
     for request_id, tokens in resident_tokens.items():
-        sessions[session_of(request_id)] = sessions.get(session_of(request_id), 0) + tokens
+        sessions[request_id.session] = sessions.get(request_id.session, 0) + tokens
     return sessions

@@ -82,7 +82,7 @@ def _response_ended(session: RealtimeSession, event: ResponseEnded) -> None:
     status = stream.close(event.done, event.cancel_reason)
     if session.response_trace is not None:
         session.response_trace.record(
-            session=session.session_id, thinker=event.thinker_id, turn=event.turn_id, status=status,
+            session=session.session_id, requests=event.request_ids, status=status,
             turn_end=stream.turn_end, first_audio=stream.first_audio_at, done=event.ended_at,
             text_tokens=event.done.usage.text_tokens, codec_frames=event.done.usage.codec_frames,
             audio_ms=stream.item.audio_ms)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 
 class ResponseTrace:
-    """Appends each ended response: its session, thinker request and turn ids (the stage traces' request
-    ids), the clock times (time.monotonic) of the end of the user's turn, the first audio sent and the
+    """Appends each ended response: its session, its request ids by stage (as in the stage traces), the
+    clock times (time.monotonic) of the end of the user's turn, the first audio sent and the
     end, and what it produced. Each line is flushed as written."""
 
     def __init__(self, path: Path) -> None:

@@ -26,7 +26,7 @@ class DuplexRequest(ThinkerRequest):
     A frame enters the context once the previous frame's answer is decoded (frames
     that arrive earlier queue), then its tokens are prefilled and decoded from; the
     previous answer's last token is computed with them, not in a step of its own. Every
-    ThinkerStep carries the frame index as `turn_id`, and the frame's last step has a
+    ThinkerStep carries its frame's index as its `tag`, and the frame's last step has a
     finish reason. One generator serves the whole stream. The context only grows:
     without a window the caller keeps it under `max_position` (append raises past it).
     """
@@ -74,7 +74,7 @@ class DuplexRequest(ThinkerRequest):
         self.token_ids.extend(frame.token_ids)
         self.num_generated = 0
         self.is_generating = True
-        self.turn_id = str(frame.index)
+        self.tag = frame.index
 
     def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | None) -> ThinkerStep | None:
         step = super().advance(num_tokens, result)

@@ -16,23 +16,25 @@ class TurnInput:
 
     `embeds` holds (offset within `token_ids`, tensor [n, hidden]) spans, e.g. audio
     encoder output placed over audio placeholder tokens. `sampling` None appends
-    context without generating; `turn_id` is echoed on every step of the generation.
+    context without generating; `tag` (what the generation answers, e.g. a turn's id) is echoed on
+    every step of it.
     """
 
     token_ids: list[int]
     embeds: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     sampling: SamplingParams | None = None
-    turn_id: str = ""
+    tag: str | int = ""
 
 
 @dataclass(frozen=True)
 class ThinkerStep:
-    """One generated text token, the hidden state that produced it, and why it stopped."""
+    """One generated text token, the hidden state that produced it, why it stopped, and the tag of the
+    generation it belongs to (a turn's id; a duplex frame's index)."""
 
     token_id: int
     hidden: torch.Tensor
     finish_reason: str | None
-    turn_id: str
+    tag: str | int
 
 
 class ThinkerRequest(StageRequest):
@@ -53,7 +55,7 @@ class ThinkerRequest(StageRequest):
         self.num_generated = 0
         self.is_generating = False
         self.is_closed = False
-        self.turn_id = ""
+        self.tag: str | int = ""
 
     @property
     def num_known(self) -> int:
@@ -93,7 +95,7 @@ class ThinkerRequest(StageRequest):
             self.generator = torch.Generator().manual_seed(turn.sampling.seed)
             self.num_generated = 0
             self.is_generating = True
-            self.turn_id = turn.turn_id
+            self.tag = turn.tag
 
     def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | None) -> ThinkerStep | None:
         """`result` is the sampled token and the hidden state that produced it."""
@@ -106,7 +108,7 @@ class ThinkerRequest(StageRequest):
         reason = self._finish_reason(token_id)
         if reason is not None:
             self.is_generating = False
-        return ThinkerStep(token_id, hidden, reason, self.turn_id)
+        return ThinkerStep(token_id, hidden, reason, self.tag)
 
     def _finish_reason(self, token_id: int) -> str | None:
         assert self.sampling is not None

@@ -25,21 +25,23 @@ def run(scenario):
     return asyncio.run(harnessed())
 
 
-async def spoken_reply_playing(h: InteractionHarness, finished: bool = False) -> tuple[str, str]:
+async def spoken_reply_playing(h: InteractionHarness, finished: bool = False) -> tuple[str, dict]:
     """The user speaks a turn; the reply's 4 tokens become 8 codec frames, delivered as 640 ms of audio at
-    t = 0, then the clock moves to t = 0.3 s (300 ms played). (response item id, turn id)"""
+    t = 0, then the clock moves to t = 0.3 s (300 ms played). (response item id, request ids by kind)"""
     await h.speak(600, then_silence_ms=700)  # VAD: started, stopped; the speech is committed, a reply starts
     item = h.of_type("input_audio_buffer.committed")[0]["item_id"]
-    h.stages.encode(f"{h.controller.session_id}/{item}/encoder", 8, WIDTH)  # the user item enters the context
+    encoder_id, = h.stages.added("encoder")
+    assert encoder_id.generation == item  # the user item's audio is being encoded
+    h.stages.encode(encoder_id, 8, WIDTH)  # the user item enters the context
     await h.settle()
-    turn_id = h.controller.response.turn.turn_id
-    h.stages.think(h.thinker_id, turn_id, [10, 11, 12, 13], WIDTH, finish="length" if finished else None)
-    h.stages.speak(f"{turn_id}/talker", 8, finished=finished)
+    turn = h.controller.response.turn
+    h.stages.think(h.thinker_id, turn.turn_id, [10, 11, 12, 13], WIDTH, finish="length" if finished else None)
+    h.stages.speak(turn.ids["talker"], 8, finished=finished)
     await h.settle()
-    h.stages.voice(f"{turn_id}/vocoder", 8 * FRAME, finished=finished)
+    h.stages.voice(turn.ids["vocoder"], 8 * FRAME, finished=finished)
     await h.settle()
     h.clock.t = 0.3
-    return h.of_type("response.output_item.added")[0]["item"]["id"], turn_id
+    return h.of_type("response.output_item.added")[0]["item"]["id"], turn.ids
 
 
 def test_speech_ends_a_turn_commits_it_and_starts_a_reply():
@@ -59,11 +61,11 @@ def test_speech_ends_a_turn_commits_it_and_starts_a_reply():
 
 def test_speech_over_a_generating_reply_cancels_it_and_keeps_what_was_heard():
     async def scenario(h):
-        item_id, turn_id = await spoken_reply_playing(h)
+        item_id, ids = await spoken_reply_playing(h)
         await h.speak(300)  # barge-in, 300 ms into the reply's playback
-        return h, item_id, turn_id
+        return h, item_id, ids
 
-    h, item_id, turn_id = run(scenario)
+    h, item_id, ids = run(scenario)
     done = h.of_type("response.done")[-1]["response"]
     assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
     truncated = h.of_type("conversation.item.truncated")[-1]
@@ -72,7 +74,7 @@ def test_speech_over_a_generating_reply_cancels_it_and_keeps_what_was_heard():
     assert truncated["liveserve"] == {"heard_ms": 300.0, "unheard_text_tokens": 2, "unheard_audio_tokens": 4,
                                       "unheard_vocoder_frames": 4}
     aborted = {c.request_id for kind in ("talker", "vocoder") for c in h.stages.sent(kind, AbortRequest)}
-    assert aborted == {f"{turn_id}/talker", f"{turn_id}/vocoder"}  # cancelled in every stage
+    assert aborted == {ids["talker"], ids["vocoder"]}  # cancelled in every stage
     assert h.stages.sent("thinker", StopGeneration)  # the context cut to what was heard
     assert h.types().index("input_audio_buffer.speech_started") < h.types().index("response.done")
 
@@ -135,11 +137,11 @@ def test_a_clients_truncate_after_the_reply_cuts_the_context_and_reports_the_unh
 
 def test_playback_acks_move_what_the_stages_see():
     async def scenario(h):
-        _, turn_id = await spoken_reply_playing(h)
+        _, ids = await spoken_reply_playing(h)
         await h.client("playback.ack", played_ms=100)  # the client lags the real-time model
-        acked = h.orch.board.playback(f"{turn_id}/vocoder")
+        acked = h.orch.board.playback(ids["vocoder"])
         await h.client("playback.ack", played_ms=50, item_id="someone_else")  # a stale item: ignored
-        return acked, h.orch.board.playback(f"{turn_id}/vocoder"), h.clock.t
+        return acked, h.orch.board.playback(ids["vocoder"]), h.clock.t
 
     acked, after_stale, now = run(scenario)
     assert acked.started and acked.buffer_ms(now) == pytest.approx(640 - 100)
@@ -168,6 +170,5 @@ def test_duplex_frames_go_to_the_encoder_at_the_frame_ticks():
         return h
 
     h = run(scenario)
-    duplex_encoder = f"{h.controller.session_id}/duplex/encoder"
-    frames = [c for c in h.stages.sent("encoder", AppendInput) if c.request_id == duplex_encoder]
+    frames = [c for c in h.stages.sent("encoder", AppendInput) if c.request_id.role == "duplex-encoder"]
     assert len(frames) == 1 and len(frames[0].data) == 2 * 1280  # two whole 80 ms frames of 16 kHz audio

@@ -263,8 +263,8 @@ def test_traces_line_up_each_response_with_the_steps_of_its_stages(server):
 
     # the turn's path, in the order it must have happened: turn end, thinker, talker, vocoder, first audio
     # (the session's context may have computed before: its user item enters as soon as it is created)
-    talker, vocoder = f"{response['turn']}/talker", f"{response['turn']}/vocoder"
-    path = [response["turn_end"], first("thinker", "run", response["thinker"]), first("talker", "ready", talker),
+    thinker, talker, vocoder = (response["requests"][kind] for kind in ("thinker", "talker", "vocoder"))
+    path = [response["turn_end"], first("thinker", "run", thinker), first("talker", "ready", talker),
             first("talker", "run", talker), first("vocoder", "ready", vocoder), first("vocoder", "run", vocoder),
             response["first_audio"]]
     assert path == sorted(path) and response["status"] in ("completed", "incomplete")

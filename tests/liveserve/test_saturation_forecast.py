@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from liveserve.admission import KVWatch, SaturationForecast, session_of
+from liveserve.admission import KVWatch, SaturationForecast
+from orchestrator.request_id import RequestId
 
 
 def feed(forecast: SaturationForecast, start: float, seconds: float, occupancy, sessions) -> None:
@@ -70,14 +71,14 @@ def test_warning_is_logged_once_per_crossing(caplog):
 def test_kv_watch_forecasts_each_pool_and_sums_resident_tokens_per_session():
     watch = KVWatch(window_s=10.0, expected_session_s=600.0)
     thinker = SimpleNamespace(name="thinker", kv_blocks_used=25, kv_blocks_free=75,
-                              resident_tokens={"sess_1/thinker#0": 300, "sess_1/thinker#1": 20,
-                                               "sess_2/duplex/thinker": 7})
+                              resident_tokens={RequestId("sess_1", "thinker", 0): 300,
+                                               RequestId("sess_1", "thinker", 1): 20,
+                                               RequestId("sess_2", "duplex-thinker"): 7})
     encoder = SimpleNamespace(name="encoder", kv_blocks_used=0, kv_blocks_free=0, resident_tokens={})
     watch.sample([thinker, encoder], num_sessions=2, now=0.0)
     assert set(watch.forecasts) == {"thinker"}  # no KV pool, no forecast
     assert watch.forecasts["thinker"].occupancy == 0.25
     assert watch.resident_tokens == {"sess_1": 320, "sess_2": 7}
-    thinker.resident_tokens = {"sess_2/duplex/thinker": 9}
+    thinker.resident_tokens = {RequestId("sess_2", "duplex-thinker"): 9}
     watch.sample([thinker, encoder], num_sessions=1, now=0.5)
     assert watch.resident_tokens == {"sess_2": 9}  # sess_1 ended: no longer reported
-    assert session_of("sess_3/item_1/encoder") == "sess_3"

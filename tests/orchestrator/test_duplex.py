@@ -144,7 +144,7 @@ def test_frames_of_one_tick_reach_each_stage_as_one_batch(pipeline, speech_16k):
                 await asyncio.sleep(0.16)
             await wait_for(lambda: all(len(e) == 4 for e in events.values()))
             frames = [(kind, batch) for kind, batch in placement.batches
-                      if all(isinstance(c, AppendInput) and "/duplex/" in c.request_id for c in batch)]
+                      if all(isinstance(c, AppendInput) and c.request_id.role.startswith("duplex") for c in batch)]
             encoder = [batch for kind, batch in frames if kind == "encoder"]
             thinker = [batch for kind, batch in frames if kind == "thinker"]
             assert len(encoder) == len(thinker) >= 2  # a tick's encoder batch becomes one thinker batch

@@ -30,12 +30,12 @@ def test_a_frame_is_answered_with_up_to_max_tokens_then_the_next_frame_goes_in()
     req.append(frame(0))
     req.append(frame(1))  # arrives while frame 0 is answered: queued
     assert req.num_known == 4 and req.num_queued_frames == 1
-    assert req.embed_spans[0][0] == 2 and req.turn_id == "0"
+    assert req.embed_spans[0][0] == 2 and req.tag == 0
     first = answer(req, 5)
-    assert (first.turn_id, first.finish_reason) == ("0", None)
+    assert (first.tag, first.finish_reason) == (0, None)
     second = answer(req, 6)
-    assert (second.turn_id, second.finish_reason) == ("0", "length")
-    assert req.turn_id == "1" and req.num_queued_frames == 0
+    assert (second.tag, second.finish_reason) == (0, "length")
+    assert req.tag == 1 and req.num_queued_frames == 0
     assert req.token_ids == [1, 2, 7, 7, 5, 6, 7, 7]
     assert req.embed_spans[1][0] == 6 and req.wants_sample(8) and not req.wants_sample(7)
 
