@@ -10,12 +10,12 @@ from stages.validation import require_number, require_positive_ints
 
 @dataclass(frozen=True)
 class AdmissionConfig:
-    """How many sessions are let in, and the window of the KV saturation forecast.
+    """How many full-duplex streams are let in, and the window of the KV saturation forecast.
 
-    `policy` fixed admits up to server.max_sessions. `policy` aimd starts its cap at
+    `policy` fixed admits up to server.max_sessions. `policy` aimd (the default) starts its cap at
     `initial_cap` and every `interval_s` raises it by one while the p99 per-frame
     latency of the last `latency_window_s` (null: `interval_s`) is at most `target` x
-    the frame budget and live sessions are at the cap or one below it, or drops it to
+    the frame budget and live streams are at the cap or one below it, or drops it to
     max(`min_cap`, floor(live x `decrease_factor`)) when the p99 is over in
     `decrease_after` judgments in a row, each on frames newer than the last; every
     change waits for a whole window of frames at the new load before the next. The cap
@@ -25,7 +25,7 @@ class AdmissionConfig:
     `forecast_window_s`: how much occupancy history the fill-rate fit uses.
     """
 
-    policy: str = "fixed"
+    policy: str = "aimd"
     initial_cap: int = 4
     min_cap: int = 1
     target: float = 0.45

@@ -138,15 +138,15 @@ class KVTierCollector(Collector):
 
 
 class AdmissionCollector(Collector):
-    """The admission gate's cap, its admit/reject decisions and its control law's adjustments, read at scrape time."""
+    """The duplex-stream admission gate's cap, its admit/reject decisions and its control law's adjustments, read at scrape time."""
 
     def __init__(self, gate: AdmissionGate) -> None:
         self.gate = gate
 
     def collect(self):
-        yield GaugeMetricFamily("liveserve_admission_cap", "Sessions the admission gate lets be live now",
+        yield GaugeMetricFamily("liveserve_admission_cap", "Duplex streams the admission gate lets be live now",
                                 value=self.gate.cap)
-        decisions = CounterMetricFamily("liveserve_admission_decisions", "Arriving sessions admitted or rejected",
+        decisions = CounterMetricFamily("liveserve_admission_decisions", "Duplex streams admitted or rejected as they start",
                                         labels=["decision"])
         decisions.add_metric(["admit"], self.gate.num_admitted)
         decisions.add_metric(["reject"], self.gate.num_rejected)

@@ -28,10 +28,13 @@ SAMPLE_PERIOD_S = 0.5  # KV pools sampled and the admission gate ticked this oft
 
 
 class RealtimeServer:
-    """One orchestrator shared by every connection, admission by `gate` (`admission.policy`).
+    """One orchestrator shared by every connection.
 
-    While `watch` runs, it samples the stages' KV pools into `kv_watch` and ticks the gate;
-    sessions report each duplex frame's latency to `frame_done`.
+    Connections beyond `server.max_sessions` are refused (close code 1013). Full-duplex streams,
+    whose per-frame latency a controller can judge, are admitted by `gate` (`admission.policy`:
+    fixed, or aimd on that latency) when a session turns duplex mode on. While `watch` runs, it
+    samples the stages' KV pools into `kv_watch` and ticks the gate; sessions report each duplex
+    frame's latency to `frame_done`.
     """
 
     def __init__(self, config: LiveServeConfig) -> None:
@@ -48,13 +51,14 @@ class RealtimeServer:
     async def serve_connection(self, ws: WebSocket) -> None:
         offered = ws.scope.get("subprotocols") or []
         await ws.accept(subprotocol="realtime" if "realtime" in offered else None)
-        if not self.gate.admit(len(self.sessions), time.monotonic()):
+        if len(self.sessions) >= self.config.server.max_sessions:
             await self._reject(ws)
             return
         dialect = Dialect(ws.headers.get("openai-beta", "").startswith("realtime=v1"))
         model = ws.query_params.get("model") or self.config.model_name
         session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics,
-                                  on_frame_latency=self.frame_done, response_trace=self.response_trace)
+                                  on_frame_latency=self.frame_done, response_trace=self.response_trace,
+                                  admit_stream=self.admit_stream)
         self.sessions.add(session)
         self.metrics.live_sessions.set(len(self.sessions))
         try:
@@ -66,6 +70,15 @@ class RealtimeServer:
             await session.close()
             await _close_quietly(ws)
 
+    @property
+    def num_streams(self) -> int:
+        """Sessions in full-duplex mode."""
+        return sum(session.duplex is not None for session in self.sessions)
+
+    def admit_stream(self) -> int | None:
+        """Whether one more duplex stream may start: None if admitted, else the gate's cap."""
+        return None if self.gate.admit(self.num_streams, time.monotonic()) else self.gate.cap
+
     def frame_done(self, latency_s: float) -> None:
         """One duplex frame answered `latency_s` after it was due: export it and feed the gate."""
         self.metrics.observe_frame(latency_s)
@@ -74,9 +87,9 @@ class RealtimeServer:
     def sample(self, now: float) -> None:
         """Sample the stages' KV pools and run the gate's control law if its interval has passed."""
         self.kv_watch.sample(self.orch.status(), len(self.sessions), now)
-        adjustment = self.gate.tick(len(self.sessions), now)
+        adjustment = self.gate.tick(self.num_streams, now)
         if adjustment is not None and adjustment.decision != "hold":
-            log.info("admission: %s to a cap of %d (%d live, p99 frame latency %.1f ms over %d frames)",
+            log.info("admission: %s to a cap of %d duplex streams (%d live, p99 frame latency %.1f ms over %d frames)",
                      adjustment.decision, adjustment.cap, adjustment.live, 1000 * adjustment.p99_s,
                      adjustment.num_frames)
 
@@ -105,7 +118,8 @@ class RealtimeServer:
     async def _reject(self, ws: WebSocket) -> None:
         self.metrics.rejected_sessions.inc()
         error = RealtimeError("session_capacity_exceeded",
-                              f"the server is at its limit of {self.gate.cap} sessions; try again later",
+                              f"the server is at its limit of {self.config.server.max_sessions} sessions; "
+                              "try again later",
                               error_type="server_error")
         await ws.send_json({"type": "error", "event_id": new_id("event"), "error": error.payload(None)})
         await ws.close(code=CLOSE_TRY_AGAIN_LATER)

@@ -37,16 +37,18 @@ class RealtimeSession:
     goes on. Outgoing events are queued and written in order by the server's writer (`send`).
     `close` is the one teardown path. In full-duplex mode (`session.liveserve.duplex`) input audio
     streams frame by frame into a DuplexLink; `is_ended` turns true when that stream failed and the
-    connection should close.
+    connection should close; turning it on asks `admit_stream` (None: admitted, else the cap of
+    streams that refused it).
     """
 
     def __init__(self, orch: Orchestrator, settings: SessionSettings, dialect: Dialect,
                  send: Callable[[dict], Awaitable[None]], metrics: ServerMetrics,
                  on_frame_latency: Callable[[float], None] | None = None,
-                 response_trace: ResponseTrace | None = None) -> None:
+                 response_trace: ResponseTrace | None = None,
+                 admit_stream: Callable[[], int | None] = lambda: None) -> None:
         self.session_id = new_id("sess")
         self.orch, self.settings, self.dialect, self.metrics = orch, settings, dialect, metrics
-        self.response_trace = response_trace
+        self.response_trace, self.admit_stream = response_trace, admit_stream
         self.conversation = Conversation()
         self.resampler = Resampler24to16()
         self.response: ResponseStream | None = None
@@ -108,6 +110,9 @@ class RealtimeSession:
         require(not duplex or self.duplex is not None or self.response is None, "conversation_already_has_active_response",
                 "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
         settings = apply_update(self.settings, event.get("session"))
+        if duplex and self.duplex is None and (cap := self.admit_stream()) is not None:
+            raise RealtimeError("session_capacity_exceeded", f"the server is at its limit of {cap} duplex streams; "
+                                "try again later", "session.liveserve.duplex", error_type="server_error")
         if (self.duplex is not None) if duplex is None else duplex:  # duplex after this update: no turns to detect
             settings = replace(settings, turn_detection=None)
         if settings.instructions != self.settings.instructions:

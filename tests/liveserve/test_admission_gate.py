@@ -26,7 +26,7 @@ def interval(gate: AIMDAdmission, now: float, live: int, *latencies: float):
 
 
 def test_fixed_admits_up_to_max_sessions_and_counts_decisions():
-    gate = make_admission(AdmissionConfig(), BUDGET_S, max_cap=2)
+    gate = make_admission(AdmissionConfig(policy="fixed"), BUDGET_S, max_cap=2)
     assert isinstance(gate, FixedAdmission) and gate.cap == 2
     assert [gate.admit(live, 0.0) for live in (0, 1, 2, 3)] == [True, True, False, False]
     assert (gate.num_admitted, gate.num_rejected) == (2, 2)

@@ -38,36 +38,55 @@ def test_frames_feed_the_gate_and_its_adjustments_are_exported(tmp_path):
     assert samples["liveserve_duplex_frame_latency_seconds_sum"] == pytest.approx(0.06)
 
 
-def test_sessions_beyond_the_cap_are_rejected_and_metrics_show_the_gate_and_the_pools(tmp_path):
+def test_duplex_streams_beyond_the_cap_are_refused_and_metrics_show_the_gate_and_the_pools(tmp_path):
     process = ServerProcess(aimd_config(tmp_path, interval_s=0.5))
 
     async def scenario():
-        async with connect(process) as ws:
-            client = Client(ws)
-            await client.next("session.created")
-            await client.ask("Hello?", max_output_tokens=4)
-            await client.next("response.done", timeout=120)
-            rejection, code = await refused(process)  # the cap is 1: no frames, so it never rises
+        async with connect(process) as first, connect(process) as second:
+            a, b = Client(first), Client(second)
+            await a.next("session.created")
+            await b.next("session.created")
+            await a.ask("Hello?", max_output_tokens=4)  # turns are not gated: only the stream cap is 1
+            await a.next("response.done", timeout=120)
+            await a.send("session.update", session={"liveserve": {"duplex": True}})
+            await a.next("session.updated")  # the first stream is admitted
+            await b.send("session.update", session={"liveserve": {"duplex": True}})
+            refusal = await b.next("error")  # the cap is 1: no frames came, so it never rose
             await asyncio.sleep(1.0)  # the sampler runs every 0.5 s
-            return rejection, code, process.metrics()
+            return refusal, process.metrics()
 
     try:
-        rejection, code, samples = asyncio.run(scenario())
+        refusal, samples = asyncio.run(scenario())
     finally:
         process.stop()
-    assert rejection["error"]["code"] == "session_capacity_exceeded" and code == 1013
-    assert "limit of 1 sessions" in rejection["error"]["message"]
+    assert refusal["error"]["code"] == "session_capacity_exceeded"
+    assert refusal["error"]["param"] == "session.liveserve.duplex"
+    assert "limit of 1 duplex streams" in refusal["error"]["message"]
     assert samples["liveserve_admission_cap"] == 1
     assert samples['liveserve_admission_decisions_total{decision="admit"}'] == 1
     assert samples['liveserve_admission_decisions_total{decision="reject"}'] == 1
-    assert samples["liveserve_rejected_sessions_total"] == 1
+    assert samples["liveserve_rejected_sessions_total"] == 0  # both connections were let in
     assert samples['liveserve_admission_adjustments_total{action="hold"}'] >= 1
-    assert 0 < samples['liveserve_kv_occupancy{stage="thinker"}'] < 1  # the session's context is resident
+    assert 0 < samples['liveserve_kv_occupancy{stage="thinker"}'] < 1  # the sessions' contexts are resident
     assert 'liveserve_kv_occupancy{stage="talker"}' in samples
     assert samples['liveserve_kv_saturation_warning{stage="thinker"}'] == 0
     rate = samples['liveserve_kv_fill_rate{stage="thinker"}']
     t_sat = samples['liveserve_kv_time_to_saturation_seconds{stage="thinker"}']
     assert t_sat > 0 if rate > 0 else math.isnan(t_sat)  # NaN: not filling
-    assert samples["liveserve_duplex_frames_total"] == 0
     resident = [value for key, value in samples.items() if key.startswith("liveserve_session_resident_tokens{")]
-    assert len(resident) == 1 and resident[0] > 0  # the open session's context
+    assert len(resident) == 2 and max(resident) > 0  # the open sessions' contexts
+
+
+def test_connections_beyond_max_sessions_are_refused_whatever_the_stream_gate(tmp_path):
+    process = ServerProcess(aimd_config(tmp_path))  # max_sessions 3, stream cap 1
+
+    async def scenario():
+        async with connect(process), connect(process), connect(process):
+            return await refused(process)
+
+    try:
+        rejection, code = asyncio.run(scenario())
+    finally:
+        process.stop()
+    assert rejection["error"]["code"] == "session_capacity_exceeded" and code == 1013
+    assert "limit of 3 sessions" in rejection["error"]["message"]

@@ -25,7 +25,6 @@ from liveserve.bench.prometheus import parse_metrics
 from liveserve.bench.duplex.stream import StreamSetup, run_stream
 from liveserve.bench.server_target import ServedConfig
 from liveserve.cli import main
-from liveserve.config import load_config
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 from stages.config import WindowSpec
@@ -283,13 +282,14 @@ def test_the_server_config_carries_the_runs_overrides():
     assert [str(o) for o in fresh_server_overrides(options)] == [
         "duplex.frame_ms=160", "stages.thinker.window={sinks: 8, tokens: 128}",
         "stages.thinker.kv.eviction=none", "stages.thinker.kv.preload=false", "stages.thinker.kv.idle_offload_s=null",
-        "stages.thinker.kv.num_blocks=256", "server.max_sessions=41"]  # as the result records them (a window: no host tier)
+        "stages.thinker.kv.num_blocks=256", "admission.policy=fixed",
+        "server.max_sessions=41"]  # as the result records them (a window: no host tier)
     config = served(options)
     assert config.duplex.frame_ms == 160
     assert config.pipeline.thinker.window == WindowSpec(tokens=128, sinks=8)
     assert config.pipeline.thinker.kv.num_blocks == 256
     assert config.server.max_sessions == 41  # every stream, and the warm-up session still closing
-    assert config.admission == load_config(None).admission  # fixed runs keep the config's policy
+    assert config.admission.policy == "fixed"  # a fixed run measures every stream it offers
     ramp = served(DuplexOptions(ramp=0.5, duration_s=60.0))
     assert ramp.admission.policy == "aimd" and ramp.server.max_sessions == 31
     assert ramp.pipeline.thinker.window is None  # unbounded

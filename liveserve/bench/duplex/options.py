@@ -102,9 +102,10 @@ class DuplexOptions:
         return self.url is None
 
     @property
-    def admission_policy(self) -> str | None:
-        """The admission policy to serve with; None keeps the config's."""
-        return self.admission or ("aimd" if self.ramp is not None else None)
+    def admission_policy(self) -> str:
+        """The admission policy to serve with: `--admission`, else aimd for a ramp (admission under
+        test) and fixed for a fixed run (every stream offered is measured)."""
+        return self.admission or ("aimd" if self.ramp is not None else "fixed")
 
     def stop_time(self, offered_t: float) -> float:
         """When a session offered at `offered_t` stops speaking (run time, s)."""

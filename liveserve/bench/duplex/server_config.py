@@ -15,8 +15,8 @@ def server_overrides(options: DuplexOptions, data: object) -> tuple[Override, ..
 
     `duplex.frame_ms`; the thinker's `window` (null, i.e. unbounded, without `--window`; with one,
     the thinker's KV has no host tier, which a window does not combine with);
-    `stages.thinker.kv.num_blocks` (with `--kv-blocks`); `admission.policy` (with
-    `--admission`, or aimd with a ramp) and the `--admission-set` keys; and
+    `stages.thinker.kv.num_blocks` (with `--kv-blocks`); `admission.policy` (`--admission`, else
+    aimd with a ramp and fixed without) and the `--admission-set` keys; and
     `server.max_sessions` raised so every stream of a fixed run (plus the warm-up
     session, which may still be closing) is let in, or, with a ramp, set to `--sessions`
     when given (the limit under test) and above the offered count when not. Then `--set`'s
@@ -30,8 +30,7 @@ def server_overrides(options: DuplexOptions, data: object) -> tuple[Override, ..
                      for key, value in (("eviction", "none"), ("preload", False), ("idle_offload_s", None))]
     if options.kv_blocks is not None:
         settings.append((("stages", "thinker", "kv", "num_blocks"), options.kv_blocks))
-    if options.admission_policy is not None:
-        settings.append((("admission", "policy"), options.admission_policy))
+    settings.append((("admission", "policy"), options.admission_policy))
     settings.extend((("admission", name), value) for name, value in options.admission_set)
     settings.append((("server", "max_sessions"), _max_sessions(options, _configured_max_sessions(data))))
     return (*(Override(path, value) for path, value in settings), *options.overrides)
