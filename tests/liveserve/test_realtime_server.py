@@ -235,12 +235,18 @@ def test_step_counters_grow_with_a_reply(server):
             await client.ask("Count to three.", max_output_tokens=4)
             await client.next("response.done", timeout=120)
 
-    before = {stage: counters(stage) for stage in ("thinker", "talker", "vocoder")}
+    def rounds() -> float:
+        return server.metric("liveserve_scheduler_rounds_total", stage="thinker")
+
+    before, rounds_before = {stage: counters(stage) for stage in ("thinker", "talker", "vocoder")}, rounds()
     run(reply())
     for stage, (steps, tokens, busy) in before.items():
         after_steps, after_tokens, after_busy = counters(stage)
         assert after_steps > steps and after_busy > busy, stage
         assert after_tokens - tokens >= after_steps - steps, stage  # every counted step ran at least one position
+    # the default config serves LiveServe's policies: urgency orders the rounds, the thinker has a host tier
+    assert rounds() > rounds_before
+    assert server.metric("liveserve_kv_link_gbps", stage="thinker") > 0
 
 
 def test_traces_line_up_each_response_with_the_steps_of_its_stages(server):
