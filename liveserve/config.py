@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
-from collections.abc import Iterable
 from pathlib import Path
 
 from liveserve.admission import AdmissionConfig
 from liveserve.config_document import Override, apply_overrides, read_document
+from liveserve.config_pipeline import DECODERS, read_graph, read_models, require_absent
 from liveserve.config_reader import ConfigError, Section, build
-from orchestrator.config import ChunkSizes, DuplexConfig, InteractionPriors, PipelineConfig
+from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import KVSpec, StageSpec, check_weights
-from stages.models.audio_encoder import AudioEncoderConfig
-from stages.models.decoder_config import DecoderConfig
-from stages.models.talker import TalkerConfig
-from stages.models.tokenizer import TextTokenizer
-from stages.models.vocoder import VocoderConfig
+from stages.kinds import StageKind
 from stages.models.weights import CheckpointMismatch
 
 DEFAULT_CONFIG = "tiny-omni-cpu"
@@ -137,34 +134,34 @@ def parse_config(data: object, source: Path) -> LiveServeConfig:
 
 
 def _read(root: Section, source: Path) -> LiveServeConfig:
+    graph = read_graph(root)
     model = root.section("model")
     name = model.value("name", str, "tiny-omni")
     seed = model.value("seed", int, 0)
     checkpoint = model.value("checkpoint", Path | None, None)
-    models = _read_models(model)
+    models = read_models(model, graph.kinds)
     model.finish()
     runtime = root.section("runtime").fill(RuntimeConfig)
     stages = root.section("stages")
     specs, sampling = {}, {}
-    for offset, (kind, model_config) in enumerate(models.items()):
+    for kind in StageKind:
         section = stages.section(kind)
+        if kind not in graph.kinds:
+            require_absent(section, "the graph has no such stage")
+            continue
         weights = checkpoint / f"{kind}.safetensors" if checkpoint is not None else None
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
-        specs[kind] = _read_stage(section, kind, model_config, seed + offset, weights, trace)
-        if kind in ("thinker", "talker"):
+        specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights, trace)
+        if kind in DECODERS:
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
         section.finish()
     stages.finish()
-    streaming = root.section("streaming")
     pipeline = build(
-        PipelineConfig, "stages", **specs,
-        thinker_sampling=sampling["thinker"], talker_sampling=sampling["talker"],
-        thinker_to_talker=streaming.section("thinker_to_talker").fill(ChunkSizes),
-        talker_to_vocoder=streaming.section("talker_to_vocoder").fill(ChunkSizes),
+        PipelineConfig, "stages", **{kind.value: specs.get(kind) for kind in StageKind}, graph=graph,
+        thinker_sampling=sampling[StageKind.THINKER], talker_sampling=sampling.get(StageKind.TALKER),
         interaction=root.section("interaction").fill(InteractionPriors),
         duplex=root.section("duplex").fill(DuplexConfig),
     )
-    streaming.finish()
     server = root.section("server").fill(ServerConfig)
     admission = _read_admission(root.section("admission"), server)
     return LiveServeConfig(name, pipeline, runtime, server, str(source), admission)
@@ -178,24 +175,10 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
     return admission
 
 
-def _read_models(model: Section) -> dict:
-    vocab = TextTokenizer.default().vocab_size
-    thinker = model.section("thinker").fill(DecoderConfig, vocab_size=vocab)
-    talker_section = model.section("talker")
-    codec_vocab = talker_section.value("codec_vocab_size", int)
-    frames_per_token = talker_section.value("frames_per_token", int, 3)
-    talker_decoder = talker_section.fill(DecoderConfig, vocab_size=codec_vocab + 1)
-    talker = build(TalkerConfig, model.where("talker"), decoder=talker_decoder, codec_vocab_size=codec_vocab,
-                   thinker_hidden_size=thinker.hidden_size, frames_per_token=frames_per_token)
-    encoder = model.section("encoder").fill(AudioEncoderConfig, output_size=thinker.hidden_size)
-    vocoder = model.section("vocoder").fill(VocoderConfig, codec_vocab_size=codec_vocab)
-    return {"encoder": encoder, "thinker": thinker, "talker": talker, "vocoder": vocoder}
-
-
-def _read_stage(section: Section, kind: str, model, seed: int, weights: Path | None, trace: Path | None) -> StageSpec:
+def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, trace: Path | None) -> StageSpec:
     scheduler = section.section("scheduler").fill(SchedulerConfig)
-    kv = section.section("kv").fill(KVSpec) if kind in ("thinker", "talker") else None
-    window = _read_window(section) if kind in ("thinker", "talker") else None
+    kv = section.section("kv").fill(KVSpec) if kind in DECODERS else None
+    window = _read_window(section) if kind in DECODERS else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
                  seed=seed, checkpoint=weights, window=window, threads=threads, trace_path=trace)

@@ -33,6 +33,11 @@ class Section:
     def has(self, key: str) -> bool:
         return key in self.data
 
+    def raw(self, key: str) -> Any:
+        """The value at `key` as YAML gave it (None when absent), for the caller to check."""
+        self._read.add(key)
+        return self.data.get(key)
+
     def value(self, key: str, kind: Any, default: Any = dataclasses.MISSING) -> Any:
         self._read.add(key)
         if key not in self.data:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from orchestrator.config import ChunkSizes
+from orchestrator.stage_graph import ChunkSizes
 
 T = TypeVar("T")
 

@@ -5,23 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from orchestrator.stage_graph import StageGraph
 from stages.config import SamplingParams
 from stages.factory import StageSpec
+from stages.kinds import StageKind
 from stages.validation import require_number, require_positive_ints
 
 ENCODER_FRAME_MS = 80  # one thinker audio token (12.5 Hz)
 MAX_FRAME_MS = 2000
-
-
-@dataclass(frozen=True)
-class ChunkSizes:
-    """An edge between stages forwards `first_chunk` items at once, then `chunk` at a time."""
-
-    first_chunk: int = 1
-    chunk: int = 1
-
-    def __post_init__(self) -> None:
-        require_positive_ints(self, "first_chunk", "chunk")
 
 
 @dataclass(frozen=True)
@@ -72,24 +63,31 @@ class DuplexConfig:
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """The four stages, the chunking of the streams between them and default sampling."""
+    """The stages of a graph (a spec for each kind in it, None for the others), the graph, default
+    sampling of the thinker and the talker (None without one), what to assume of users, and duplex."""
 
-    encoder: StageSpec
+    encoder: StageSpec | None
     thinker: StageSpec
-    talker: StageSpec
-    vocoder: StageSpec
+    talker: StageSpec | None
+    vocoder: StageSpec | None
     thinker_sampling: SamplingParams
-    talker_sampling: SamplingParams
-    thinker_to_talker: ChunkSizes = ChunkSizes(1, 1)
-    talker_to_vocoder: ChunkSizes = ChunkSizes(4, 16)
+    talker_sampling: SamplingParams | None
+    graph: StageGraph = StageGraph.omni()
     interaction: InteractionPriors = InteractionPriors()
     duplex: DuplexConfig = DuplexConfig()
 
     def __post_init__(self) -> None:
-        for kind in ("encoder", "thinker", "talker", "vocoder"):
-            if getattr(self, kind).kind != kind:
-                raise ValueError(f"stage {kind!r} is configured as a {getattr(self, kind).kind!r} stage")
+        for kind in StageKind:
+            spec = getattr(self, kind)
+            if (spec is None) == (kind in self.graph.kinds):
+                raise ValueError(f"stage {kind!r} is {'not ' if spec is None else ''}configured but "
+                                 f"{'in' if spec is None else 'not in'} the graph")
+            if spec is not None and spec.kind != kind:
+                raise ValueError(f"stage {kind!r} is configured as a {spec.kind!r} stage")
+        if (self.talker is None) != (self.talker_sampling is None):
+            raise ValueError("talker sampling goes with a talker stage")
 
     @property
     def stages(self) -> tuple[StageSpec, ...]:
-        return (self.encoder, self.thinker, self.talker, self.vocoder)
+        """The specs, in the order a spoken turn goes through them."""
+        return tuple(getattr(self, kind) for kind in self.graph.kinds)

@@ -13,6 +13,7 @@ import torch
 
 from orchestrator.request_id import RequestId
 from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.kinds import StageKind
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.plan import StageOutput
 from stages.requests import DuplexFrame, DuplexRequest, EncoderRequest, ThinkerStep
@@ -81,7 +82,7 @@ class DuplexStream:
         thinker = DuplexRequest(self.thinker_id, now, frozenset({tok.im_end_id, tok.endoftext_id}),
                                 self.max_position, sampling, prefix)
         encoder = EncoderRequest(self.encoder_id, now, self._encoder_frames, geometry.encoder_samples_per_frame)
-        for kind, request in (("thinker", thinker), ("encoder", encoder)):
+        for kind, request in ((StageKind.THINKER, thinker), (StageKind.ENCODER, encoder)):
             self.bus.own(request.request_id, self)
             self.bus.submit(kind, AddRequest(request))
 
@@ -104,16 +105,16 @@ class DuplexStream:
         self._due.extend([now] * whole)
         self.num_frames += whole
         self.context_tokens += whole * per_frame
-        self.bus.submit("encoder", AppendInput(self.encoder_id, torch.from_numpy(audio)))
+        self.bus.submit(StageKind.ENCODER, AppendInput(self.encoder_id, torch.from_numpy(audio)))
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if not self.is_open:
             return
         if output.error is not None:
             self._fail("stage_error", f"{kind} stage: {output.error}")
-        elif kind == "encoder" and output.payload is not None:
+        elif kind == StageKind.ENCODER and output.payload is not None:
             self._to_thinker(output.payload)
-        elif kind == "thinker" and output.payload is not None:
+        elif kind == StageKind.THINKER and output.payload is not None:
             self._on_step(output.payload)
 
     def _to_thinker(self, embeddings: torch.Tensor) -> None:
@@ -122,7 +123,7 @@ class DuplexStream:
             index = self.num_frames - len(self._due)
             self._answering[index] = (self._due.popleft(), [])
             frame = DuplexFrame(index, [pad] * len(rows), rows)
-            self.bus.submit("thinker", AppendInput(self.thinker_id, frame))
+            self.bus.submit(StageKind.THINKER, AppendInput(self.thinker_id, frame))
 
     def _on_step(self, step: ThinkerStep) -> None:
         tick, tokens = self._answering[step.tag]
@@ -142,6 +143,6 @@ class DuplexStream:
         if not self.is_open:
             return
         self.is_open = False
-        for kind, request_id in (("encoder", self.encoder_id), ("thinker", self.thinker_id)):
+        for kind, request_id in ((StageKind.ENCODER, self.encoder_id), (StageKind.THINKER, self.thinker_id)):
             self.bus.disown(request_id)
             self.bus.submit(kind, AbortRequest(request_id))

@@ -18,6 +18,7 @@ from orchestrator.interaction_events import (
 from orchestrator.session import Session
 from orchestrator.speech_buffer import SpeechBuffer
 from orchestrator.turn import Turn
+from stages.kinds import StageKind
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ class InteractionController:
         if self.response is response:
             self.response = None
         turn = response.turn
-        request_ids = {"thinker": turn.session.thinker_id, **(turn.ids if response.speak else {})}
+        request_ids = {StageKind.THINKER: turn.session.thinker_id, **(turn.ids if response.speak else {})}
         self.listener(ResponseEnded(response.item_id, done, response.cancel_reason, request_ids, self.clock()))
 
     def _barge_in(self) -> None:

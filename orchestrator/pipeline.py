@@ -6,9 +6,10 @@ import math
 from dataclasses import dataclass
 
 from orchestrator.chat_template import ChatTemplate
-from orchestrator.config import ChunkSizes, DuplexConfig, PipelineConfig
+from orchestrator.config import DuplexConfig, PipelineConfig
 from orchestrator.events import TurnUsage, UnheardWork
 from orchestrator.stage_bus import StageBus
+from orchestrator.stage_graph import StageGraph
 from stages.config import SamplingParams
 from stages.models.tokenizer import TextTokenizer
 
@@ -17,39 +18,42 @@ from stages.models.tokenizer import TextTokenizer
 class PipelineGeometry:
     """The numbers of a pipeline that its users compute with, and how heard audio maps to work.
 
-    A reply's text tokens become `frames_per_token` codec frames each (`frame_ms` of audio at
-    `sample_rate`, `samples_per_frame` samples); a token or frame counts as heard once its
-    playback had started (frame k starts at k * frame_ms).
+    In a pipeline that speaks (`graph.speaks`), a reply's text tokens become `frames_per_token`
+    codec frames each (`frame_ms` of audio at `sample_rate`, `samples_per_frame` samples); a token
+    or frame counts as heard once its playback had started (frame k starts at k * frame_ms). The
+    speech numbers are None in a pipeline that does not speak, the encoder's in one that does not hear.
     """
 
-    frame_ms: float
-    frames_per_token: int
-    samples_per_frame: int
-    sample_rate: int
-    talker_bos_id: int
-    vocoder_left_context: int
+    graph: StageGraph
     max_position: int
     is_windowed: bool  # the thinker keeps a bounded window: its context has no maximum length
-    encoder_chunk_frames: int
-    encoder_samples_per_frame: int
     thinker_sampling: SamplingParams
-    talker_sampling: SamplingParams
-    thinker_to_talker: ChunkSizes
-    talker_to_vocoder: ChunkSizes
     duplex: DuplexConfig
+    talker_sampling: SamplingParams | None = None
+    frame_ms: float | None = None
+    frames_per_token: int | None = None
+    samples_per_frame: int | None = None
+    sample_rate: int | None = None
+    talker_bos_id: int | None = None
+    vocoder_left_context: int | None = None
+    encoder_chunk_frames: int | None = None
+    encoder_samples_per_frame: int | None = None
 
     @classmethod
     def of(cls, config: PipelineConfig) -> PipelineGeometry:
-        vocoder, encoder = config.vocoder.model, config.encoder.model
-        return cls(
-            frame_ms=1000.0 * vocoder.samples_per_frame / vocoder.sample_rate,
-            frames_per_token=config.talker.model.frames_per_token, samples_per_frame=vocoder.samples_per_frame,
-            sample_rate=vocoder.sample_rate, talker_bos_id=config.talker.model.bos_id,
-            vocoder_left_context=vocoder.left_context_frames, max_position=config.thinker.model.max_position,
-            is_windowed=config.thinker.window is not None, encoder_chunk_frames=encoder.chunk_frames,
-            encoder_samples_per_frame=encoder.samples_per_frame, thinker_sampling=config.thinker_sampling,
-            talker_sampling=config.talker_sampling, thinker_to_talker=config.thinker_to_talker,
-            talker_to_vocoder=config.talker_to_vocoder, duplex=config.duplex)
+        numbers = {}
+        if config.graph.speaks:
+            vocoder = config.vocoder.model
+            numbers.update(frame_ms=1000.0 * vocoder.samples_per_frame / vocoder.sample_rate,
+                           frames_per_token=config.talker.model.frames_per_token,
+                           samples_per_frame=vocoder.samples_per_frame, sample_rate=vocoder.sample_rate,
+                           talker_bos_id=config.talker.model.bos_id, vocoder_left_context=vocoder.left_context_frames)
+        if config.graph.hears:
+            encoder = config.encoder.model
+            numbers.update(encoder_chunk_frames=encoder.chunk_frames,
+                           encoder_samples_per_frame=encoder.samples_per_frame)
+        return cls(config.graph, config.thinker.model.max_position, config.thinker.window is not None,
+                   config.thinker_sampling, config.duplex, config.talker_sampling, **numbers)
 
     def frames_started(self, heard_ms: float) -> int:
         """Codec frames of a reply whose playback had started by `heard_ms`."""

@@ -11,6 +11,7 @@ import torch
 from orchestrator.next_use import NextUseEstimator
 from orchestrator.request_id import RequestId
 from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
+from stages.kinds import StageKind
 from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
 
@@ -70,7 +71,7 @@ class SessionContext:
         self.session_id = session_id
         self.pipeline = pipeline
         self.next_use = next_use
-        self.thinker_id = RequestId(session_id, "thinker", 0)
+        self.thinker_id = RequestId(session_id, StageKind.THINKER, 0)
         self.num_rebuilds = 0
         self.segments: list[ContextSegment] = []
         self.active_turn: ActiveTurn | None = None
@@ -111,13 +112,13 @@ class SessionContext:
         stop_ids = frozenset({tokenizer.im_end_id, tokenizer.endoftext_id})
         request = ThinkerRequest(self.thinker_id, bus.clock(), stop_ids, self.pipeline.geometry.max_position)
         bus.own(self.thinker_id, self)
-        bus.submit("thinker", AddRequest(request))
+        bus.submit(StageKind.THINKER, AddRequest(request))
         if self.segments:
             ids, embeds = [], []
             for segment in self.segments:
                 embeds += [(len(ids) + offset, rows) for offset, rows in segment.embeds]
                 ids += segment.token_ids
-            bus.submit("thinker", AppendInput(self.thinker_id, TurnInput(ids, embeds)))
+            bus.submit(StageKind.THINKER, AppendInput(self.thinker_id, TurnInput(ids, embeds)))
 
     def set_instructions(self, instructions: str) -> None:
         """Replace the system message (the context is rebuilt)."""
@@ -152,7 +153,7 @@ class SessionContext:
     def edited(self, segment: ContextSegment) -> None:
         """Bring the thinker's resident context in line with an edited segment."""
         if segment is self.segments[-1]:
-            self.pipeline.bus.submit("thinker", StopGeneration(self.thinker_id, self.num_tokens))
+            self.pipeline.bus.submit(StageKind.THINKER, StopGeneration(self.thinker_id, self.num_tokens))
         else:
             self._check_editable()
             self._restart()
@@ -166,7 +167,7 @@ class SessionContext:
         if self.active_turn is not None:
             self.active_turn.cancel()
         self.pipeline.bus.disown(self.thinker_id)
-        self.pipeline.bus.submit("thinker", AbortRequest(self.thinker_id))
+        self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
 
     def _segment(self, item_id: str) -> ContextSegment:
         segment = self.segment(item_id)
@@ -180,9 +181,9 @@ class SessionContext:
 
     def _restart(self, instructions: str = "") -> None:
         self.pipeline.bus.disown(self.thinker_id)
-        self.pipeline.bus.submit("thinker", AbortRequest(self.thinker_id))
+        self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
         self.num_rebuilds += 1
-        self.thinker_id = RequestId(self.session_id, "thinker", self.num_rebuilds)
+        self.thinker_id = RequestId(self.session_id, StageKind.THINKER, self.num_rebuilds)
         self.start(instructions)
 
     def on_output(self, kind: str, output: StageOutput) -> None:

@@ -1,4 +1,4 @@
-"""One response: thinker generation -> talker -> vocoder, and its one teardown path."""
+"""One response: the thinker's generation along the graph's reply path, and its one teardown path."""
 
 from __future__ import annotations
 
@@ -6,15 +6,14 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import torch
-
-from orchestrator.chunk_stream import ChunkStream
 from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnEvent, TurnRequest, TurnUsage, UnheardWork
 from orchestrator.playback_board import NOT_STARTED, reply_states
+from orchestrator.reply_hop import ReplyHop
 from orchestrator.request_id import RequestId
 from orchestrator.session_context import ContextSegment, SessionContext
-from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.commands import AppendInput
 from stages.config import SamplingParams
+from stages.kinds import Payload, StageKind
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.plan import StageOutput
 from stages.requests import TalkerRequest, ThinkerStep, TurnInput, VocoderRequest
@@ -28,10 +27,12 @@ STATUS_BY_REASON = {"stop": "completed", "length": "incomplete"}
 class Turn:
     """Generates one assistant reply into the session's context and streams it out.
 
-    Waits for earlier context edits (user items) and holds its place in the
-    session's edit order while the thinker generates. Events arrive in order on `events`; exactly one TurnDone
-    ends them. `cancel(heard_ms)` aborts the reply in every stage and cuts the
-    assistant segment to the tokens whose audio was heard; `unheard(heard_ms)`
+    Waits for earlier context edits (user items) and holds its place in the session's edit order
+    while the thinker generates. A reply that speaks (the request asks it and the graph has a reply
+    path) goes along the graph's reply path, one ReplyHop per edge: the hidden states of its spoken
+    tokens to the talker, its codec frames to the vocoder, the vocoder's audio out. Events arrive in
+    order on `events`; exactly one TurnDone ends them. `cancel(heard_ms)` aborts the reply in every
+    stage and cuts the assistant segment to the tokens whose audio was heard; `unheard(heard_ms)`
     measures the work generated beyond that point.
     """
 
@@ -46,9 +47,10 @@ class Turn:
         self._spoken: list[int] = []  # positions among the generated tokens of those that became audio; never cut
         self._generating = asyncio.get_running_loop().create_future()
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
-        self._to_talker: ChunkStream[torch.Tensor] = ChunkStream(self.geometry.thinker_to_talker)
-        self._to_vocoder: ChunkStream[int] = ChunkStream(self.geometry.talker_to_vocoder)
-        self.ids = {kind: RequestId(session.session_id, kind, session.num_turns) for kind in ("talker", "vocoder")}
+        self.speaks = request.speak and self.geometry.graph.speaks
+        path = self.geometry.graph.reply_path if self.speaks else ()
+        self.ids = {edge.target: RequestId(session.session_id, edge.target, session.num_turns) for edge in path}
+        self.hops: dict[StageKind, ReplyHop] = {}  # by the kind they feed, once the reply starts
         self._playback = (False, 0.0)  # (started, clock time the delivered audio runs out)
         self._previous_edit, self._edit_done = session.reserve_edit()
 
@@ -81,29 +83,33 @@ class Turn:
             self._finish("failed", error=str(exc))
             return
         self.segment = segment
-        if self.request.speak:
-            self._add("talker", TalkerRequest(self.ids["talker"], now, geometry.frames_per_token,
-                                              self._talker_sampling(), geometry.talker_bos_id))
-            self._add("vocoder", VocoderRequest(self.ids["vocoder"], now, geometry.vocoder_left_context))
+        for edge in geometry.graph.reply_path if self.speaks else ():
+            hop = self.hops[edge.target] = ReplyHop(edge, self._reply_request(edge.target, now), self.bus)
+            hop.start(self)
         self.usage.input_tokens = session.num_tokens
-        self.bus.submit("thinker", AppendInput(session.thinker_id,
-                                               TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
+        self.bus.submit(StageKind.THINKER, AppendInput(session.thinker_id,
+                                                       TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
 
-    def _add(self, kind: str, request) -> None:
-        self.bus.own(request.request_id, self)
-        self.bus.submit(kind, AddRequest(request))
+    def _reply_request(self, kind: StageKind, now: float):
+        geometry, request_id = self.geometry, self.ids[kind]
+        if kind is StageKind.TALKER:
+            return TalkerRequest(request_id, now, geometry.frames_per_token, self._talker_sampling(),
+                                 geometry.talker_bos_id)
+        return VocoderRequest(request_id, now, geometry.vocoder_left_context)
+
+    def _after(self, kind: StageKind) -> ReplyHop | None:
+        """The hop fed by stage `kind` (None: `kind` is the last; the reply's audio comes out of it)."""
+        return next((hop for hop in self.hops.values() if hop.edge.source == kind), None)
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.is_done:
             return
         if output.error is not None:
             self._finish("failed", error=f"{kind} stage: {output.error}")
-        elif kind == "thinker":
+        elif kind == StageKind.THINKER:
             self._on_thinker(output.payload)
-        elif kind == "talker":
-            self._on_talker(output)
-        elif kind == "vocoder":
-            self._on_vocoder(output)
+        else:
+            self._on_reply_stage(kind, output)
         self._publish_playback()
 
     def on_playback(self, started: bool, drained_at: float) -> None:
@@ -113,13 +119,14 @@ class Turn:
 
     def _publish_playback(self) -> None:
         """Tell the stages how far ahead of the user's playback each of this reply's requests is."""
-        if self.is_done or not self.request.speak:
+        if self.is_done or not self.hops:
             return
-        u, to_vocoder = self.usage, self._to_vocoder
+        u, to_vocoder = self.usage, self.hops[StageKind.VOCODER].stream
         queued = max(0, u.codec_frames - to_vocoder.num_buffered - u.vocoder_frames)
         unvoiced = max(0, len(self._spoken) * self.geometry.frames_per_token - u.codec_frames)
         states = reply_states(*self._playback, self.geometry.frame_ms, queued, to_vocoder.whole_chunks(unvoiced))
-        for request_id, state in zip((self.session.thinker_id, self.ids["talker"], self.ids["vocoder"]), states):
+        request_ids = (self.session.thinker_id, self.ids[StageKind.TALKER], self.ids[StageKind.VOCODER])
+        for request_id, state in zip(request_ids, states):
             self.bus.board.publish(request_id, state)
 
     def _on_thinker(self, step: ThinkerStep | None) -> None:
@@ -130,11 +137,10 @@ class Turn:
         text = self._detok.push(step.token_id)
         if text:
             self._emit(TextDelta(text))
-        if self.request.speak and not self.pipeline.tokenizer.is_special(step.token_id):
+        if self.hops and not self.pipeline.tokenizer.is_special(step.token_id):
             self.segment.spoken.append(len(self.segment.token_ids) - 1)
             self._spoken.append(self.usage.text_tokens - 1)
-            for chunk in self._to_talker.push([step.hidden]):
-                self.bus.submit("talker", AppendInput(self.ids["talker"], torch.stack(chunk)))
+            self._after(StageKind.THINKER).push([step.hidden])
         if step.finish_reason is not None:
             self._on_generation_end(step)
 
@@ -142,22 +148,25 @@ class Turn:
         self.finish_reason = step.finish_reason
         self.segment.is_closed = step.token_id == self.pipeline.tokenizer.im_end_id
         self._release_context()
-        if not self.request.speak:
+        if not self.hops:
             self._finish(STATUS_BY_REASON[step.finish_reason])
             return
-        rest = self._to_talker.close()
-        self.bus.submit("talker", AppendInput(self.ids["talker"], torch.stack(rest) if rest else None, close=True))
+        self._after(StageKind.THINKER).close()
 
-    def _on_talker(self, output: StageOutput) -> None:
+    def _on_reply_stage(self, kind: StageKind, output: StageOutput) -> None:
+        """An output of a stage on the reply path: on to the next hop, or out as audio from the last."""
+        after = self._after(kind)
+        if after is None:
+            self._on_audio(output)
+            return
         if output.payload is not None:
-            self.usage.codec_frames += 1
-            for chunk in self._to_vocoder.push([output.payload]):
-                self.bus.submit("vocoder", AppendInput(self.ids["vocoder"], chunk))
+            self.usage.codec_frames += after.edge.carries == Payload.CODEC_FRAMES
+            after.push([output.payload])
         if output.is_finished:
             self.bus.disown(output.request_id)
-            self.bus.submit("vocoder", AppendInput(self.ids["vocoder"], self._to_vocoder.close() or None, close=True))
+            after.close()
 
-    def _on_vocoder(self, output: StageOutput) -> None:
+    def _on_audio(self, output: StageOutput) -> None:
         if output.payload is not None and len(output.payload):
             pcm = output.payload.numpy()
             self.usage.audio_samples += len(pcm)
@@ -191,8 +200,8 @@ class Turn:
     def _finish(self, status: str, error: str | None = None, heard_ms: float | None = None) -> None:
         self.status = status
         if status in ("cancelled", "failed"):
-            for kind, request_id in self.ids.items():
-                self.bus.submit(kind, AbortRequest(request_id))
+            for hop in self.hops.values():
+                hop.abort()
             if self.segment is not None:
                 self._cut_context(heard_ms)
             if status == "cancelled" and heard_ms is not None:

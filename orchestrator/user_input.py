@@ -11,6 +11,7 @@ import torch
 from orchestrator.request_id import RequestId
 from orchestrator.session_context import ContextSegment, SessionContext
 from stages.commands import AddRequest, AppendInput
+from stages.kinds import StageKind
 from stages.plan import StageOutput
 from stages.requests import EncoderRequest, TurnInput
 
@@ -28,7 +29,7 @@ class UserInput:
     def __init__(self, pipeline: Pipeline, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str):
         self.pipeline, self.bus = pipeline, pipeline.bus
         self.session, self.item_id, self.audio, self.text = session, item_id, audio, text
-        self.encoder_id = RequestId(session.session_id, "encoder", item_id)
+        self.encoder_id = RequestId(session.session_id, StageKind.ENCODER, item_id)
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
         self._previous_edit, self._done = session.reserve_edit()
@@ -36,6 +37,8 @@ class UserInput:
     async def run(self) -> int:
         """Encode (concurrently with earlier edits), then append in order."""
         try:
+            if self.audio is not None and len(self.audio) and not self.pipeline.geometry.graph.hears:
+                raise ValueError("this pipeline takes no audio: its graph has no encoder")
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:
                 await asyncio.shield(self._previous_edit)
@@ -49,9 +52,9 @@ class UserInput:
         request = EncoderRequest(self.encoder_id, self.bus.clock(), geometry.encoder_chunk_frames,
                                  geometry.encoder_samples_per_frame)
         self.bus.own(self.encoder_id, self)
-        self.bus.submit("encoder", AddRequest(request))
+        self.bus.submit(StageKind.ENCODER, AddRequest(request))
         audio = torch.from_numpy(self.audio.astype(np.float32))
-        self.bus.submit("encoder", AppendInput(self.encoder_id, audio, close=True))
+        self.bus.submit(StageKind.ENCODER, AppendInput(self.encoder_id, audio, close=True))
         return await self._encoded
 
     def on_output(self, kind: str, output: StageOutput) -> None:
@@ -71,5 +74,5 @@ class UserInput:
         ids, offset = self.pipeline.template.user(self.text, num_audio, not session.segments, session.needs_close)
         embeds = [] if embeddings is None else [(offset, embeddings)]
         session.append_segment(ContextSegment(self.item_id, ids, embeds))
-        self.bus.submit("thinker", AppendInput(session.thinker_id, TurnInput(ids, embeds)))
+        self.bus.submit(StageKind.THINKER, AppendInput(session.thinker_id, TurnInput(ids, embeds)))
         return len(ids)

@@ -56,7 +56,9 @@ class RealtimeServer:
             return
         dialect = Dialect(ws.headers.get("openai-beta", "").startswith("realtime=v1"))
         model = ws.query_params.get("model") or self.config.model_name
-        session = RealtimeSession(self.orch, SessionSettings(model=model), dialect, ws.send_json, self.metrics,
+        modalities = ("audio",) if self.orch.geometry.graph.speaks else ("text",)
+        settings = SessionSettings(model=model, output_modalities=modalities)
+        session = RealtimeSession(self.orch, settings, dialect, ws.send_json, self.metrics,
                                   on_frame_latency=self.frame_done, response_trace=self.response_trace,
                                   admit_stream=self.admit_stream)
         self.sessions.add(session)

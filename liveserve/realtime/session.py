@@ -110,6 +110,7 @@ class RealtimeSession:
         require(not duplex or self.duplex is not None or self.response is None, "conversation_already_has_active_response",
                 "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
         settings = apply_update(self.settings, event.get("session"))
+        self._require_voice(settings, "session.output_modalities")
         if duplex and self.duplex is None and (cap := self.admit_stream()) is not None:
             raise RealtimeError("session_capacity_exceeded", f"the server is at its limit of {cap} duplex streams; "
                                 "try again later", "session.liveserve.duplex", error_type="server_error")
@@ -214,12 +215,17 @@ class RealtimeSession:
                 "a response is already in progress; cancel it or wait for response.done")
         body = event.get("response")
         settings = response_overrides(body, self.settings)
+        self._require_voice(settings, "response.output_modalities")
         extension = (body or {}).get("liveserve") or {}
         require(isinstance(extension, dict), "invalid_type", "liveserve must be an object", "response.liveserve")
         ignore_eos = extension.get("ignore_eos", False)
         require(isinstance(ignore_eos, bool), "invalid_type", "ignore_eos must be a boolean", "response.liveserve.ignore_eos")
         self._response_settings = settings
         self.controller.start_response(turn_request(settings, ignore_eos), self.orch.clock())
+
+    def _require_voice(self, settings: SessionSettings, param: str) -> None:
+        require("audio" not in settings.output_modalities or self.orch.geometry.graph.speaks, "invalid_value",
+                "this model only writes: its pipeline has no stage that makes audio", param)
 
     def on_response_cancel(self, event: dict) -> None:
         require(self.response is not None, "response_cancel_not_active", "there is no response in progress to cancel")

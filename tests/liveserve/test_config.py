@@ -16,7 +16,7 @@ def test_default_config_loads():
     assert pipeline.encoder.model.output_size == pipeline.thinker.model.hidden_size
     assert pipeline.talker.model.thinker_hidden_size == pipeline.thinker.model.hidden_size
     assert pipeline.vocoder.model.codec_vocab_size == pipeline.talker.model.codec_vocab_size
-    assert pipeline.talker_to_vocoder.first_chunk == 4
+    assert pipeline.graph.edge("talker", "vocoder").chunks.first_chunk == 4
     assert (pipeline.thinker.threads, pipeline.talker.threads, pipeline.vocoder.threads) == (None, 1, 1)
     assert config.runtime.placement == "processes"
 
@@ -30,7 +30,7 @@ def test_default_config_loads():
         (lambda d: d["stages"]["thinker"]["kv"].update(num_blocks=0), r"stages\.thinker\.kv: num_blocks must be a positive integer"),
         (lambda d: d["stages"]["talker"]["scheduler"].update(policy="lifo"), r"stages\.talker.*unknown scheduling policy 'lifo'"),
         (lambda d: d["stages"]["thinker"]["sampling"].update(temperature=-1), r"stages\.thinker\.sampling: temperature"),
-        (lambda d: d["streaming"]["talker_to_vocoder"].update(first_chunk=0), r"streaming\.talker_to_vocoder: first_chunk"),
+        (lambda d: d["graph"][2].update(first_chunk=0), r"graph\[2\]: first_chunk must be a positive integer"),
         (lambda d: d["model"]["vocoder"].update(samples_per_frame=-3), r"model\.vocoder: samples_per_frame"),
         (lambda d: d["model"]["thinker"].pop("hidden_size"), r"model\.thinker\.hidden_size: required"),
         (lambda d: d.update(extra=1), r"extra: unknown field"),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import ChunkSizes, PipelineConfig
+from orchestrator.config import PipelineConfig
+from orchestrator.stage_graph import ChunkSizes, StageGraph
 from stages.config import SamplingParams, SchedulerConfig
 from stages.factory import KVSpec, StageSpec
 from stages.models.audio_encoder import AudioEncoderConfig
@@ -31,8 +32,7 @@ def tiny_pipeline(num_blocks: int = 256) -> PipelineConfig:
         vocoder=StageSpec("vocoder", "vocoder", VocoderConfig(codec_vocab_size=64, hidden_size=16), SCHED, seed=3),
         thinker_sampling=SamplingParams(temperature=0.8, top_k=20, max_tokens=12),
         talker_sampling=SamplingParams(temperature=0.9, top_k=20),
-        thinker_to_talker=ChunkSizes(1, 1),
-        talker_to_vocoder=ChunkSizes(4, 8),
+        graph=StageGraph.omni(thinker_to_talker=ChunkSizes(1, 1), talker_to_vocoder=ChunkSizes(4, 8)),
     )
 
 

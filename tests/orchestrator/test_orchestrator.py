@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import numpy as np
 import pytest
 
 from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnRequest, TurnUsage, UnheardWork
 from orchestrator.orchestrator import Orchestrator
+from orchestrator.stage_graph import Edge, StageGraph
+from stages.kinds import StageKind
 
 async def drain(turn) -> tuple[list, TurnDone]:
     events = []
@@ -303,3 +306,44 @@ def test_a_pause_in_the_users_speech_reaches_the_thinker(pipeline):
 
     sent, thinker_id = run(scenario())
     assert [c for c in sent if isinstance(c, SpeechPaused)] == [SpeechPaused(thinker_id, 0.25)]
+
+
+def test_a_pipeline_that_hears_and_writes_answers_speech_in_text(pipeline, speech_16k):
+    hears_and_writes = dataclasses.replace(pipeline, talker=None, vocoder=None, talker_sampling=None,
+                                           graph=StageGraph((Edge(StageKind.ENCODER, StageKind.THINKER),)))
+
+    async def scenario():
+        orch = Orchestrator(hears_and_writes)
+        await orch.start()
+        try:
+            session = orch.open_session("s")
+            session.add_user_item("u0", speech_16k)
+            events, done = await drain(session.start_turn(TurnRequest(max_tokens=5, ignore_eos=True)))
+            return events, done, sorted(orch.bus.stages)
+        finally:
+            await orch.stop()
+
+    events, done, stages = run(scenario())
+    assert stages == ["encoder", "thinker"]  # only the graph's stages run
+    assert done.status == "incomplete" and done.usage.text_tokens == 5  # asked to speak, it writes
+    assert not [e for e in events if isinstance(e, AudioDelta)] and done.usage.codec_frames == 0
+
+
+def test_a_text_only_pipeline_refuses_audio_and_answers_text(pipeline, speech_16k):
+    text_only = dataclasses.replace(pipeline, encoder=None, talker=None, vocoder=None, talker_sampling=None,
+                                    graph=StageGraph(()))
+
+    async def scenario():
+        orch = Orchestrator(text_only)
+        await orch.start()
+        try:
+            session = orch.open_session("s")
+            with pytest.raises(ValueError, match="takes no audio"):
+                await session.add_user_item("u0", speech_16k)
+            await session.add_user_item("u1", text="Hello?")
+            return await drain(session.start_turn(TurnRequest(max_tokens=4, ignore_eos=True)))
+        finally:
+            await orch.stop()
+
+    events, done = run(scenario())
+    assert done.status == "incomplete" and [e for e in events if isinstance(e, TextDelta)]

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from orchestrator.chunk_stream import ChunkStream
-from orchestrator.config import ChunkSizes, InteractionPriors
+from orchestrator.config import InteractionPriors
+from orchestrator.stage_graph import ChunkSizes
 from orchestrator.events import AudioDelta, TurnDone, TurnRequest
 from orchestrator.next_use import NextUseEstimator
 from orchestrator.orchestrator import Orchestrator

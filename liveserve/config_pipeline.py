@@ -1,0 +1,81 @@
+"""The pipeline's shape in YAML: the `graph` of stages and the `model` section of each stage in it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from liveserve.config_reader import ConfigError, Section, build
+from orchestrator.stage_graph import ChunkSizes, Edge, StageGraph
+from stages.kinds import StageKind
+from stages.models.audio_encoder import AudioEncoderConfig
+from stages.models.decoder_config import DecoderConfig
+from stages.models.talker import TalkerConfig
+from stages.models.tokenizer import TextTokenizer
+from stages.models.vocoder import VocoderConfig
+
+DECODERS = (StageKind.THINKER, StageKind.TALKER)  # the stages with KV, sampling and a window
+KINDS = ", ".join(StageKind)
+
+
+def read_graph(root: Section) -> StageGraph:
+    """`graph: [{from: encoder, to: thinker}, {from: thinker, to: talker, first_chunk: 1, chunk: 1}, ...]`;
+    absent: encoder -> thinker -> talker -> vocoder with default chunks."""
+    if root.has("streaming"):
+        raise ConfigError("streaming: the chunk sizes now sit on the graph's edges, e.g. graph: [{from: encoder, "
+                          "to: thinker}, {from: thinker, to: talker, first_chunk: 1, chunk: 1}, {from: talker, "
+                          "to: vocoder, first_chunk: 4, chunk: 16}]")
+    data = root.raw("graph")
+    if data is None:
+        return StageGraph.omni()
+    if not isinstance(data, list):
+        raise ConfigError(f"graph: expected a list of edges ({{from: STAGE, to: STAGE}}), got {data!r}")
+    edges = tuple(_read_edge(Section(entry, f"graph[{index}]")) for index, entry in enumerate(data))
+    return build(StageGraph, "graph", edges=edges)
+
+
+def _read_edge(section: Section) -> Edge:
+    source, target = (_kind(section, key) for key in ("from", "to"))
+    chunks = build(ChunkSizes, section.path, first_chunk=section.value("first_chunk", int, 1),
+                   chunk=section.value("chunk", int, 1))
+    section.finish()
+    return Edge(source, target, chunks)
+
+
+def _kind(section: Section, key: str) -> StageKind:
+    name = section.value(key, str)
+    if name not in StageKind.__members__.values():
+        raise ConfigError(f"{section.where(key)}: unknown stage {name!r}; stages: {KINDS}")
+    return StageKind(name)
+
+
+def require_absent(section: Section, why: str) -> None:
+    """A section a config may leave out, or set to null: anything else is a mistake (`why`)."""
+    if section.data:
+        raise ConfigError(f"{section.path}: {why} (leave it out or set it to null)")
+
+
+def read_models(model: Section, kinds: Iterable[StageKind]) -> dict[StageKind, object]:
+    """The model config of each stage kind in `kinds` (the others' sections must be absent or null)."""
+    kinds = set(kinds)
+    for kind in set(StageKind) - kinds:
+        require_absent(model.section(kind), "the graph has no such stage")
+    vocab = TextTokenizer.default().vocab_size
+    thinker = model.section(StageKind.THINKER).fill(DecoderConfig, vocab_size=vocab)
+    models: dict[StageKind, object] = {StageKind.THINKER: thinker}
+    if StageKind.ENCODER in kinds:
+        models[StageKind.ENCODER] = model.section(StageKind.ENCODER).fill(AudioEncoderConfig,
+                                                                          output_size=thinker.hidden_size)
+    if StageKind.TALKER in kinds:
+        models[StageKind.TALKER] = talker = _read_talker(model, thinker)
+        models[StageKind.VOCODER] = model.section(StageKind.VOCODER).fill(VocoderConfig,
+                                                                          codec_vocab_size=talker.codec_vocab_size)
+    return models
+
+
+def _read_talker(model: Section, thinker: DecoderConfig) -> TalkerConfig:
+    section = model.section(StageKind.TALKER)
+    codec_vocab = section.value("codec_vocab_size", int)
+    frames_per_token = section.value("frames_per_token", int, 3)
+    decoder = section.fill(DecoderConfig, vocab_size=codec_vocab + 1)
+    return build(TalkerConfig, model.where(StageKind.TALKER), decoder=decoder, codec_vocab_size=codec_vocab,
+                 thinker_hidden_size=thinker.hidden_size, frames_per_token=frames_per_token)

@@ -1,0 +1,59 @@
+"""`graph:` in YAML: which stage feeds which; a pipeline of other stages is a config, checked on loading."""
+
+from __future__ import annotations
+
+import pytest
+
+from config_variant import write_variant
+from liveserve.config import load_config
+from liveserve.config_reader import ConfigError
+from stages.kinds import Payload, StageKind
+
+
+def without(data: dict, *kinds: str) -> None:
+    """Drop stages (their model and stage sections) from a config document."""
+    for kind in kinds:
+        data["model"][kind] = None
+        data["stages"][kind] = None
+
+
+def test_the_default_graph_is_tiny_omnis_four_stages():
+    graph = load_config().pipeline.graph
+    assert graph.kinds == (StageKind.ENCODER, StageKind.THINKER, StageKind.TALKER, StageKind.VOCODER)
+    assert [edge.carries for edge in graph.reply_path] == [Payload.HIDDEN_STATES, Payload.CODEC_FRAMES]
+    assert graph.hears and graph.speaks
+
+
+def test_a_pipeline_that_hears_and_writes_is_a_config(tmp_path):
+    def edit(data):
+        data["graph"] = [{"from": "encoder", "to": "thinker"}]
+        without(data, "talker", "vocoder")
+    pipeline = load_config(write_variant(tmp_path, edit)).pipeline
+    assert [spec.kind for spec in pipeline.stages] == ["encoder", "thinker"]
+    assert pipeline.graph.hears and not pipeline.graph.speaks
+    assert pipeline.talker is None and pipeline.talker_sampling is None
+
+
+def test_a_text_only_pipeline_is_a_config(tmp_path):
+    def edit(data):
+        data["graph"] = []
+        without(data, "encoder", "talker", "vocoder")
+    pipeline = load_config(write_variant(tmp_path, edit)).pipeline
+    assert [spec.kind for spec in pipeline.stages] == ["thinker"]
+    assert not pipeline.graph.hears and not pipeline.graph.speaks
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["graph"].append({"from": "vocoder", "to": "asr"}), r"graph\[3\]\.to: unknown stage 'asr'"),
+    (lambda d: d["graph"].__setitem__(1, {"from": "thinker", "to": "vocoder"}),
+     r"graph: edge thinker -> vocoder: thinker gives hidden_states, vocoder takes codec_frames"),
+    (lambda d: d["graph"].pop(), r"graph: the reply path ends at talker, which makes no audio"),
+    (lambda d: d.update(graph={"from": "encoder"}), r"graph: expected a list of edges"),
+    (lambda d: d["graph"][0].update(chunks=2), r"graph\[0\]\.chunks: unknown field"),
+    (lambda d: d["graph"].pop(0), r"model\.encoder: the graph has no such stage \(leave it out or set it to null\)"),
+    (lambda d: d.update(streaming={"talker_to_vocoder": {"first_chunk": 4}}),
+     r"streaming: the chunk sizes now sit on the graph's edges"),
+])
+def test_graph_mistakes_name_the_field(tmp_path, edit, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_variant(tmp_path, edit))
