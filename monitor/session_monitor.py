@@ -72,8 +72,13 @@ class SessionMonitor:
     def feed_audio(self, pcm16k: np.ndarray) -> list[MonitorEvent]:
         """Feed user audio; return turn events, each SpeechStarted followed by a
         BargeIn when reply audio is being generated or is unplayed (buffer > 0)."""
+        return self.observe(self.detector.feed(pcm16k))
+
+    def observe(self, turn_events: list[TurnEvent]) -> list[MonitorEvent]:
+        """What `detector.feed` found (the caller may run it elsewhere, e.g. on a worker thread), with
+        a BargeIn after each SpeechStarted that came over reply audio."""
         events: list[MonitorEvent] = []
-        for event in self.detector.feed(pcm16k):
+        for event in turn_events:
             events.append(event)
             if isinstance(event, SpeechStarted):
                 events.extend(self._on_speech_started(event))

@@ -21,6 +21,11 @@ from orchestrator.turn import Turn
 from stages.kinds import StageKind
 
 
+MAX_UNCOMMITTED_S = 120.0  # of input audio held per session before a commit
+SILENCE_KEPT_MS = 1000.0  # while nobody speaks, beyond the prefix padding
+INLINE_VAD_SAMPLES = 16000  # appends up to 1 s are run through the VAD on the event loop
+
+
 @dataclass(frozen=True)
 class TurnTaking:
     """Server-side turn detection: VAD thresholds, and what the end and the start of speech do."""
@@ -68,7 +73,7 @@ class InteractionController:
         self.make_detector = make_detector
         self.turn_taking: TurnTaking | None = None
         self.response_defaults = TurnRequest()
-        self.buffer = SpeechBuffer()
+        self.buffer = SpeechBuffer(MAX_UNCOMMITTED_S)
         self.response: Response | None = None
         self._turns: dict[str, Turn] = {}  # assistant item -> the turn that generated it
         self._speech: tuple[str, float] | None = None  # (item id, start ms) of the speech in progress
@@ -86,11 +91,19 @@ class InteractionController:
 
     # input audio
 
-    def feed_audio(self, pcm16k: np.ndarray) -> None:
+    async def feed_audio(self, pcm16k: np.ndarray) -> None:
+        """Buffer the user's audio (ValueError, nothing kept, past MAX_UNCOMMITTED_S) and detect turns in it;
+        the VAD of more than INLINE_VAD_SAMPLES runs on a worker thread, so other sessions go on meanwhile."""
         self.buffer.append(pcm16k)
-        if self.turn_taking is not None:
-            for event in self.monitor.feed_audio(pcm16k):
-                self._on_vad(event)
+        if self.turn_taking is None:
+            return
+        detector = self.monitor.detector
+        found = (detector.feed(pcm16k) if len(pcm16k) <= INLINE_VAD_SAMPLES
+                 else await asyncio.to_thread(detector.feed, pcm16k))
+        for event in self.monitor.observe(found):
+            self._on_vad(event)
+        if self._speech is None:  # silence before any speech: only the prefix padding may be committed
+            self.buffer.forget_before(self.buffer.total_ms - self.turn_taking.prefix_padding_ms - SILENCE_KEPT_MS)
 
     def commit_audio(self, item_id: str | None = None) -> str:
         """The buffered audio becomes a user item; its id."""

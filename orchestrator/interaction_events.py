@@ -91,5 +91,9 @@ class Refused:
     message: str
 
 
+class ContextFull(ValueError):
+    """What was asked would not fit the model's context (a request refused, not an event)."""
+
+
 InteractionEvent = (Refused | SpeechBegan | SpeechEnded | AudioCommitted | UserItemReady | UserItemRejected | ResponseStarted
                     | TextDelta | AudioDelta | ResponseEnded | ItemTruncated)

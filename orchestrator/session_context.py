@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from orchestrator.interaction_events import ContextFull
 from orchestrator.next_use import NextUseEstimator
 from orchestrator.request_id import RequestId
 from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
@@ -60,7 +61,7 @@ class SessionContext:
 
     Context edits run in the order they were requested: each reserves its place
     with `reserve_edit` when it is created, waits for the edit before it, and
-    releases its own place when done. A user item enters the context only between
+    releases its own place when done, with why it failed (None: it did not). A user item enters the context only between
     generations; a turn holds its place until its thinker generation ends. Edits at
     the tail truncate the resident KV in place; edits further back rebuild the
     context (a new thinker request recomputes it), which is refused while a reply
@@ -96,18 +97,20 @@ class SessionContext:
         return next((s for s in self.segments if s.item_id == item_id), None)
 
     def append_segment(self, segment: ContextSegment) -> None:
-        """Add a segment after the others (closing the one before); ValueError if it does not fit."""
+        """Add a segment after the others (closing the one before); ContextFull if it does not fit."""
         total, limit = self.num_tokens + len(segment.token_ids), self.pipeline.geometry.max_position
         if total >= limit:
-            raise ValueError(f"the context would reach {total} tokens, the model's maximum is {limit}")
+            raise ContextFull(f"the context would reach {total} tokens, the model's maximum is {limit}")
         if self.segments:
             self.segments[-1].is_closed = True
         self.segments.append(segment)
 
     def start(self, instructions: str = "") -> None:
-        """A new resident thinker request holding the session's segments (first the system message)."""
-        if instructions:
-            self.segments.insert(0, ContextSegment(SYSTEM_ITEM, self.pipeline.template.system(instructions)))
+        """A new resident thinker request holding the session's segments (first the system message, if any;
+        ContextFull, nothing changed, if it does not fit)."""
+        system = self._system(instructions)
+        if system is not None:
+            self.segments.insert(0, system)
         tokenizer, bus = self.pipeline.tokenizer, self.pipeline.bus
         stop_ids = frozenset({tokenizer.im_end_id, tokenizer.endoftext_id})
         request = ThinkerRequest(self.thinker_id, bus.clock(), stop_ids, self.pipeline.geometry.max_position)
@@ -121,10 +124,20 @@ class SessionContext:
             bus.submit(StageKind.THINKER, AppendInput(self.thinker_id, TurnInput(ids, embeds)))
 
     def set_instructions(self, instructions: str) -> None:
-        """Replace the system message (the context is rebuilt)."""
+        """Replace the system message (the context is rebuilt; ContextFull, nothing changed, if it does not fit)."""
         self._check_editable()
-        self.segments = [s for s in self.segments if s.item_id != SYSTEM_ITEM]
-        self._restart(instructions)
+        system = self._system(instructions)
+        others = [s for s in self.segments if s.item_id != SYSTEM_ITEM]
+        self.segments = ([system] if system else []) + others
+        self._restart()
+
+    def _system(self, instructions: str) -> ContextSegment | None:
+        if not instructions:
+            return None
+        ids, limit = self.pipeline.template.system(instructions), self.pipeline.geometry.max_position
+        if len(ids) >= limit:
+            raise ContextFull(f"the instructions take {len(ids)} tokens, the model's context {limit}")
+        return ContextSegment(SYSTEM_ITEM, ids)
 
     def delete(self, item_id: str) -> bool:
         segment = self.segment(item_id)
@@ -179,12 +192,12 @@ class SessionContext:
         if self.active_turn is not None and self.active_turn.is_generating:
             raise ValueError("the conversation cannot be edited while a response is being generated")
 
-    def _restart(self, instructions: str = "") -> None:
+    def _restart(self) -> None:
         self.pipeline.bus.disown(self.thinker_id)
         self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
         self.num_rebuilds += 1
         self.thinker_id = RequestId(self.session_id, StageKind.THINKER, self.num_rebuilds)
-        self.start(instructions)
+        self.start()
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.active_turn is not None:

@@ -65,8 +65,9 @@ class Turn:
 
     async def run(self) -> None:
         try:
-            if self._previous_edit is not None:
-                await asyncio.shield(self._previous_edit)
+            failure = await asyncio.shield(self._previous_edit) if self._previous_edit is not None else None
+            if failure is not None and not self.is_done:  # the user input this turn answers never arrived
+                self._finish("failed", error=f"the user's input could not enter the context: {failure}")
             if not self.is_done:
                 self._start()
                 await self._generating

@@ -35,17 +35,24 @@ class UserInput:
         self._previous_edit, self._done = session.reserve_edit()
 
     async def run(self) -> int:
-        """Encode (concurrently with earlier edits), then append in order."""
+        """Encode (concurrently with earlier edits), then append in order. The edit's completion carries
+        why the item failed (None: it is in the context), so that the turn answering it is not answered."""
+        failure = "the input was abandoned"
         try:
             if self.audio is not None and len(self.audio) and not self.pipeline.geometry.graph.hears:
                 raise ValueError("this pipeline takes no audio: its graph has no encoder")
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:
                 await asyncio.shield(self._previous_edit)
-            return self._append(embeddings)
+            num_tokens = self._append(embeddings)
+            failure = None
+            return num_tokens
+        except Exception as exc:
+            failure = str(exc)
+            raise
         finally:
             self.bus.disown(self.encoder_id)
-            self._done.set_result(None)
+            self._done.set_result(failure)
 
     async def _encode(self) -> torch.Tensor:
         geometry = self.pipeline.geometry

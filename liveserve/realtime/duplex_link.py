@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from liveserve.realtime.errors import RealtimeError, require
+from liveserve.realtime.errors import RealtimeError, require, shown
 from liveserve.realtime.input_audio import Resampler24to16
 from orchestrator.duplex import DuplexEvent, FrameAnswered, StreamFailed
 from orchestrator.interaction_controller import InteractionController
@@ -23,7 +23,7 @@ def duplex_request(session: Any) -> bool | None:
     require(isinstance(extension, dict), "invalid_type", "liveserve must be an object", "session.liveserve")
     duplex = extension.get("duplex")
     require(duplex is None or isinstance(duplex, bool), "invalid_type",
-            f"duplex must be a boolean, got {duplex!r}", "session.liveserve.duplex")
+            f"duplex must be a boolean, got {shown(duplex)}", "session.liveserve.duplex")
     return duplex
 
 
@@ -32,14 +32,14 @@ class DuplexLink:
 
     Each answered frame becomes a `liveserve.duplex.frame` event and one call of
     `on_frame_latency(seconds)`; a failed stream becomes an `error` event with the
-    stream's code, after which `failed` is true and the session should end.
+    stream's code, then `on_failed()` (the session should end).
     """
 
     def __init__(self, controller: InteractionController, emit: Callable[..., None],
-                 emit_error: Callable[[RealtimeError], None], on_frame_latency: Callable[[float], None]) -> None:
+                 emit_error: Callable[[RealtimeError], None], on_frame_latency: Callable[[float], None],
+                 on_failed: Callable[[], None]) -> None:
         self.controller = controller
-        self.emit, self.emit_error, self.on_frame_latency = emit, emit_error, on_frame_latency
-        self.failed = False
+        self.emit, self.emit_error, self.on_frame_latency, self.on_failed = emit, emit_error, on_frame_latency, on_failed
         self._resampler = Resampler24to16()
         self.stream = controller.open_duplex(self._on_event)
 
@@ -52,8 +52,8 @@ class DuplexLink:
             self.emit(FRAME_EVENT, frame_index=event.index, text=event.text, token_ids=event.token_ids,
                       latency_ms=round(1000.0 * event.latency_s, 3), context_tokens=event.context_tokens)
         elif isinstance(event, StreamFailed):
-            self.failed = True
             self.emit_error(RealtimeError(event.code, event.message, error_type="server_error"))
+            self.on_failed()
 
     def close(self) -> None:
         self.controller.close_duplex()

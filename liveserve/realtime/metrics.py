@@ -185,9 +185,11 @@ class SaturationCollector(Collector):
                 families[key].add_metric([name], math.nan if value is None else value)
         yield from families.values()
         resident = GaugeMetricFamily("liveserve_session_resident_tokens", "Thinker tokens whose KV is on the "
-                                     "device, per session", labels=["session"])
-        for session, tokens in self.watch.resident_tokens.items():
-            resident.add_metric([session], tokens)
+                                     "device, over the live sessions (no session is named)", labels=["stat"])
+        tokens = list(self.watch.resident_tokens.values())
+        if tokens:
+            resident.add_metric(["max"], max(tokens))
+            resident.add_metric(["mean"], sum(tokens) / len(tokens))
         yield resident
 
 

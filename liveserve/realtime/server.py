@@ -58,7 +58,7 @@ class RealtimeServer:
         model = ws.query_params.get("model") or self.config.model_name
         modalities = ("audio",) if self.orch.geometry.graph.speaks else ("text",)
         settings = SessionSettings(model=model, output_modalities=modalities)
-        session = RealtimeSession(self.orch, settings, dialect, ws.send_json, self.metrics,
+        session = RealtimeSession(self.orch, settings, dialect, ws.send_text, self.metrics,
                                   on_frame_latency=self.frame_done, response_trace=self.response_trace,
                                   admit_stream=self.admit_stream)
         self.sessions.add(session)
@@ -70,7 +70,7 @@ class RealtimeServer:
             self.metrics.live_sessions.set(len(self.sessions))
             self.metrics.underruns.inc(session.controller.num_underruns)
             await session.close()
-            await _close_quietly(ws)
+            await _close_quietly(ws, session.end_code)
 
     @property
     def num_streams(self) -> int:
@@ -103,19 +103,25 @@ class RealtimeServer:
             await asyncio.sleep(period)
 
     async def _receive_loop(self, ws: WebSocket, session: RealtimeSession) -> None:
+        """Hand the client's messages to the session until it disconnects, idles out or the session ends."""
         idle = self.config.server.idle_timeout_s
-        with contextlib.suppress(WebSocketDisconnect):
-            while True:
-                try:
-                    message = await asyncio.wait_for(ws.receive(), timeout=idle)
-                except TimeoutError:
-                    session.emit_error(RealtimeError("idle_timeout", f"no client event for {idle:g} s; closing"))
-                    return
-                if message["type"] == "websocket.disconnect":
-                    return
-                await session.handle(message.get("text") if message.get("text") is not None else message.get("bytes"))
-                if session.is_ended:
-                    return
+        ended = asyncio.ensure_future(session.ended.wait())
+        try:
+            with contextlib.suppress(WebSocketDisconnect):
+                while not session.ended.is_set():
+                    receiving = asyncio.ensure_future(ws.receive())
+                    done, _ = await asyncio.wait({receiving, ended}, timeout=idle, return_when=asyncio.FIRST_COMPLETED)
+                    if receiving not in done:
+                        receiving.cancel()
+                        if not done:
+                            session.emit_error(RealtimeError("idle_timeout", f"no client event for {idle:g} s; closing"))
+                        return
+                    message = receiving.result()
+                    if message["type"] == "websocket.disconnect":
+                        return
+                    await session.handle(message.get("text") if message.get("text") is not None else message.get("bytes"))
+        finally:
+            ended.cancel()
 
     async def _reject(self, ws: WebSocket) -> None:
         self.metrics.rejected_sessions.inc()
@@ -127,10 +133,10 @@ class RealtimeServer:
         await ws.close(code=CLOSE_TRY_AGAIN_LATER)
 
 
-async def _close_quietly(ws: WebSocket) -> None:
+async def _close_quietly(ws: WebSocket, code: int = 1000) -> None:
     if ws.application_state != WebSocketState.DISCONNECTED:
         with contextlib.suppress(Exception):
-            await ws.close()
+            await ws.close(code=code)
 
 
 def create_app(config: LiveServeConfig) -> FastAPI:

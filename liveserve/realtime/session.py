@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import numpy as np
+from starlette.websockets import WebSocketDisconnect
 
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.duplex_link import DuplexLink, duplex_request
-from liveserve.realtime.errors import RealtimeError, require
+from liveserve.realtime.errors import RealtimeError, lone_surrogate_at, require, shown
 from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16
 from liveserve.realtime.interaction_events import translate
 from liveserve.realtime.metrics import ServerMetrics
@@ -23,10 +26,15 @@ from liveserve.realtime.settings import (
     SessionSettings, apply_update, beta_session, ga_session, response_overrides, turn_request, turn_taking,
 )
 from orchestrator.events import UnheardWork
-from orchestrator.interaction_events import InteractionEvent
+from orchestrator.interaction_events import ContextFull, InteractionEvent
 from orchestrator.orchestrator import Orchestrator
 
 MIN_COMMIT_MS = 100.0
+MAX_ID_CHARS = 256
+MAX_ITEM_AUDIO_S = 120.0
+INLINE_DECODE_CHARS = 64_000  # base64 audio up to this (~1 s) is decoded on the event loop
+CHARS_PER_TOKEN_BOUND = 16  # text longer than this many characters per context position cannot fit
+log = logging.getLogger(__name__)
 
 
 class RealtimeSession:
@@ -34,15 +42,17 @@ class RealtimeSession:
     streams and its interaction controller.
 
     `handle` takes one raw client message; a mistake in it becomes an `error` event and the session
-    goes on. Outgoing events are queued and written in order by the server's writer (`send`).
-    `close` is the one teardown path. In full-duplex mode (`session.liveserve.duplex`) input audio
-    streams frame by frame into a DuplexLink; `is_ended` turns true when that stream failed and the
-    connection should close; turning it on asks `admit_stream` (None: admitted, else the cap of
-    streams that refused it).
+    goes on (a fault of the server's own becomes a `server_error` event, logged with its traceback).
+    Outgoing events are queued, serialized as ASCII JSON (any string survives: lone surrogates are
+    escaped) and written in order by the writer through `send` (text frames). `close` is the one
+    teardown path. In full-duplex mode (`session.liveserve.duplex`) input audio streams frame by
+    frame into a DuplexLink; turning it on asks `admit_stream` (None: admitted, else the cap of
+    streams that refused it). `ended` is set when the connection should close: the duplex stream
+    failed, or the writer could not write (then `end_code` is 1011 and the reason is logged).
     """
 
     def __init__(self, orch: Orchestrator, settings: SessionSettings, dialect: Dialect,
-                 send: Callable[[dict], Awaitable[None]], metrics: ServerMetrics,
+                 send: Callable[[str], Awaitable[None]], metrics: ServerMetrics,
                  on_frame_latency: Callable[[float], None] | None = None,
                  response_trace: ResponseTrace | None = None,
                  admit_stream: Callable[[], int | None] = lambda: None) -> None:
@@ -55,8 +65,11 @@ class RealtimeSession:
         self.duplex: DuplexLink | None = None
         self._response_settings = settings  # of the next response the controller starts
         self._on_frame_latency = on_frame_latency or (lambda seconds: None)
+        self.ended = asyncio.Event()
+        self.end_code = 1000
         self._outbox: asyncio.Queue[dict | None] = asyncio.Queue()
         self._writer = asyncio.ensure_future(self._write(send))
+        self.max_text_chars = CHARS_PER_TOKEN_BOUND * orch.geometry.max_position
         self.controller = orch.open_interaction(self.session_id, self._on_interaction, settings.instructions)
         self.controller.configure(turn_taking(settings), turn_request(settings))
         self.emit("session.created", session=self._session_json())
@@ -73,20 +86,33 @@ class RealtimeSession:
     def emit_error(self, error: RealtimeError, event_id: str | None = None) -> None:
         self.emit("error", error=error.payload(event_id))
 
-    async def _write(self, send: Callable[[dict], Awaitable[None]]) -> None:
-        while (event := await self._outbox.get()) is not None:
-            await send(event)
+    async def _write(self, send: Callable[[str], Awaitable[None]]) -> None:
+        try:
+            while (event := await self._outbox.get()) is not None:
+                await send(json.dumps(event))
+        except (OSError, RuntimeError, WebSocketDisconnect):  # the client is gone: the receive loop sees it too
+            self.ended.set()
+        except Exception:  # noqa: BLE001 - a fault of ours: end the session visibly
+            log.exception("session %s: its writer failed; closing it", self.session_id)
+            self.end_code = 1011
+            self.ended.set()
 
     async def handle(self, raw: str | bytes) -> None:
         event_id = None
         try:
             event = self._parse(raw)
-            event_id = event.get("event_id")
+            event_id = _event_id(event)
             handler = HANDLERS.get(event["type"])
-            require(handler is not None, "unknown_event", f"unknown event type {event['type']!r}", "type")
-            handler(self, event)
+            require(handler is not None, "unknown_event", f"unknown event type {shown(event['type'])}", "type")
+            result = handler(self, event)
+            if asyncio.iscoroutine(result):
+                await result
         except RealtimeError as error:
             self.emit_error(error, event_id)
+        except Exception as exc:  # noqa: BLE001 - a fault of ours must not end the session silently
+            log.exception("session %s: an event failed", self.session_id)
+            self.emit_error(RealtimeError("server_error", f"the server failed on this event: {type(exc).__name__}",
+                                          error_type="server_error"), event_id)
 
     @staticmethod
     def _parse(raw: str | bytes) -> dict:
@@ -95,15 +121,15 @@ class RealtimeSession:
             event = json.loads(raw)
         except ValueError as exc:
             raise RealtimeError("invalid_json", f"message is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise RealtimeError("invalid_json", "message is nested too deeply") from None
+        if "\\u" in raw and (path := lone_surrogate_at(event)) is not None:
+            raise RealtimeError("invalid_value", f"{path}: text must be valid Unicode (it holds a lone surrogate)", path)
         require(isinstance(event, dict), "invalid_json", "a client event must be a JSON object")
         require(isinstance(event.get("type"), str), "missing_required_parameter", "event has no 'type'", "type")
         return event
 
     # session and input audio
-
-    @property
-    def is_ended(self) -> bool:
-        return self.duplex is not None and self.duplex.failed
 
     def on_session_update(self, event: dict) -> None:
         duplex = duplex_request(event.get("session"))
@@ -117,6 +143,9 @@ class RealtimeSession:
         if (self.duplex is not None) if duplex is None else duplex:  # duplex after this update: no turns to detect
             settings = replace(settings, turn_detection=None)
         if settings.instructions != self.settings.instructions:
+            require(len(settings.instructions) <= self.max_text_chars, "invalid_value", "instructions are longer "
+                    f"than the model's context could hold ({len(settings.instructions)} characters)",
+                    "session.instructions")
             with _refusal("conversation_busy", "session.instructions"):
                 self.controller.set_instructions(settings.instructions)
         self.settings = self._response_settings = settings
@@ -127,18 +156,25 @@ class RealtimeSession:
 
     def _set_duplex(self, on: bool) -> None:
         if on and self.duplex is None:
-            self.duplex = DuplexLink(self.controller, self.emit, self.emit_error, self._on_frame_latency)
+            self.duplex = DuplexLink(self.controller, self.emit, self.emit_error, self._on_frame_latency,
+                                     on_failed=self.ended.set)
         elif not on and self.duplex is not None:
             self.duplex.close()
             self.duplex = None
 
-    def on_append(self, event: dict) -> None:
-        samples = decode_pcm16(event.get("audio"))
+    async def on_append(self, event: dict) -> None:
+        audio = event.get("audio")
+        big = isinstance(audio, str) and len(audio) > INLINE_DECODE_CHARS  # decoded on a worker thread
+        samples = await asyncio.to_thread(decode_pcm16, audio) if big else decode_pcm16(audio)
         if self.duplex is not None:
             self.duplex.push(samples)
             return
+        buffer = self.controller.buffer
+        require(buffer.room(len(samples) * 2 // 3 + 1), "input_audio_buffer_full", f"the input audio buffer holds at "
+                f"most {buffer.max_samples // 16000} s; commit or clear it", "audio")
+        pcm16k = await asyncio.to_thread(self.resampler.process, samples) if big else self.resampler.process(samples)
         with _refusal("invalid_value", "item_id"):  # speech over a reply may cut an item the client edited
-            self.controller.feed_audio(self.resampler.process(samples))
+            await self.controller.feed_audio(pcm16k)
 
     def on_commit(self, event: dict) -> None:
         require(self.controller.buffer.num_samples >= MIN_COMMIT_MS * 16, "input_audio_buffer_commit_empty",
@@ -167,12 +203,20 @@ class RealtimeSession:
             elif kind == "input_audio":
                 audio.append(Resampler24to16().process(decode_pcm16(part.get("audio"))))
             else:
-                raise RealtimeError("invalid_value", f"unsupported content type {kind!r}", f"item.content[{i}].type")
+                raise RealtimeError("invalid_value", f"unsupported content type {shown(kind)}", f"item.content[{i}].type")
         item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
-        require(self.conversation.get(item_id) is None, "duplicate_item_id", f"item {item_id!r} already exists", "item.id")
+        require(len(item_id) <= MAX_ID_CHARS, "invalid_value", f"item.id may be at most {MAX_ID_CHARS} characters",
+                "item.id")
+        text = "\n".join(texts)
+        require(len(text) <= self.max_text_chars, "invalid_value", f"the item's text is longer than the model's "
+                f"context could hold ({len(text)} characters)", "item.content")
+        audio_s = sum(len(a) for a in audio) / 16000
+        require(audio_s <= MAX_ITEM_AUDIO_S, "audio_too_long", f"an item may carry at most {MAX_ITEM_AUDIO_S:g} s "
+                f"of audio, got {audio_s:.0f} s", "item.content")
+        require(self.conversation.get(item_id) is None, "duplicate_item_id", f"item {shown(item_id)} already exists", "item.id")
         parts = [{"type": "input_text", "text": t} for t in texts] + [{"type": "input_audio", "transcript": None}] * len(audio)
         self.add_user_item(item_id, parts)
-        self.controller.add_user_item(item_id, np.concatenate(audio) if audio else None, "\n".join(texts))
+        self.controller.add_user_item(item_id, np.concatenate(audio) if audio else None, text)
 
     def add_user_item(self, item_id: str, content: list[dict]) -> None:
         """The client's view of a new user item (the controller is told separately)."""
@@ -182,7 +226,7 @@ class RealtimeSession:
     def on_item_truncate(self, event: dict) -> None:
         item_id, end_ms = event.get("item_id"), event.get("audio_end_ms")
         item = self.conversation.get(item_id) if isinstance(item_id, str) else None
-        require(item is not None, "item_not_found", f"no item {item_id!r}", "item_id")
+        require(item is not None, "item_not_found", f"no item {shown(item_id)}", "item_id")
         require(item.role == "assistant", "invalid_value", "only assistant audio can be truncated", "item_id")
         require(event.get("content_index", 0) == 0, "invalid_value", "content_index must be 0", "content_index")
         ok = isinstance(end_ms, (int, float)) and not isinstance(end_ms, bool) and 0 <= end_ms <= item.audio_ms + 1e-6
@@ -198,7 +242,7 @@ class RealtimeSession:
     def on_item_delete(self, event: dict) -> None:
         item_id = event.get("item_id")
         item = self.conversation.get(item_id) if isinstance(item_id, str) else None
-        require(item is not None, "item_not_found", f"no item {item_id!r}", "item_id")
+        require(item is not None, "item_not_found", f"no item {shown(item_id)}", "item_id")
         require(self.response is None or self.response.item is not item, "invalid_value",
                 "the item of the response in progress cannot be deleted", "item_id")
         with _refusal("conversation_busy", "item_id"):
@@ -233,8 +277,8 @@ class RealtimeSession:
 
     def on_playback_ack(self, event: dict) -> None:
         played = event.get("played_ms")
-        ok = isinstance(played, (int, float)) and not isinstance(played, bool) and played >= 0
-        require(ok, "invalid_value", f"played_ms must be a non-negative number, got {played!r}", "played_ms")
+        ok = isinstance(played, (int, float)) and not isinstance(played, bool) and 0 <= played < math.inf
+        require(ok, "invalid_value", f"played_ms must be a non-negative number, got {shown(played)}", "played_ms")
         item_id = event.get("item_id")
         require(item_id is None or isinstance(item_id, str), "invalid_type", "item_id must be a string", "item_id")
         self.controller.ack_playback(float(played), item_id)
@@ -261,6 +305,12 @@ class RealtimeSession:
         await asyncio.gather(self._writer, return_exceptions=True)
 
 
+def _event_id(event: dict) -> str | None:
+    """The client's event id to echo in an error: a short string, else none."""
+    event_id = event.get("event_id")
+    return event_id if isinstance(event_id, str) and len(event_id) <= MAX_ID_CHARS else None
+
+
 class _refusal:
     """A context in which the controller's ValueError/KeyError (a request it cannot honour) becomes an
     error event with `code` and `param`."""
@@ -274,7 +324,8 @@ class _refusal:
     def __exit__(self, kind, exc, traceback) -> bool:
         if isinstance(exc, (KeyError, ValueError)) and not isinstance(exc, RealtimeError):
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise RealtimeError(self.code, str(message), self.param) from None
+            code = "invalid_value" if isinstance(exc, ContextFull) else self.code
+            raise RealtimeError(code, str(message), self.param) from None
         return False
 
 

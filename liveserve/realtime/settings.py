@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from liveserve.realtime.errors import RealtimeError, require
+from liveserve.realtime.errors import RealtimeError, require, shown
 from orchestrator.events import TurnRequest
 from orchestrator.interaction_controller import TurnTaking
 
@@ -46,14 +46,13 @@ def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
     if "instructions" in session:
         require(isinstance(session["instructions"], str), "invalid_type", "instructions must be a string", "session.instructions")
         changes["instructions"] = session["instructions"]
-    audio = session.get("audio") or {}
-    require(isinstance(audio, dict), "invalid_type", "audio must be an object", "session.audio")
-    _check_formats(session, audio)
-    voice = (audio.get("output") or {}).get("voice", session.get("voice"))
+    audio = _object(session, "audio", "session")
+    input_audio, output_audio = _object(audio, "input", "session.audio"), _object(audio, "output", "session.audio")
+    _check_formats(session, input_audio, output_audio)
+    voice = output_audio.get("voice", session.get("voice"))
     if voice is not None:
         require(isinstance(voice, str), "invalid_type", "voice must be a string", "session.audio.output.voice")
         changes["voice"] = voice
-    input_audio = audio.get("input") or {}
     if "turn_detection" in input_audio or "turn_detection" in session:
         detection = input_audio["turn_detection"] if "turn_detection" in input_audio else session["turn_detection"]
         changes["turn_detection"] = _turn_detection(detection, settings.turn_detection)
@@ -65,21 +64,28 @@ def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
     return replace(settings, **changes)
 
 
+def _object(parent: dict, key: str, where: str) -> dict:
+    """`parent[key]`: an object, or {} when absent or null (RealtimeError for anything else)."""
+    value = parent.get(key)
+    require(value is None or isinstance(value, dict), "invalid_type", f"{key} must be an object", f"{where}.{key}")
+    return value or {}
+
+
 def _modalities(value: Any) -> tuple[str, ...]:
-    ok = isinstance(value, list) and set(value) in MODALITIES
-    require(ok, "invalid_value", f"output_modalities must be ['audio'], ['text'] or both, got {value!r}", "session.output_modalities")
+    ok = isinstance(value, list) and all(isinstance(v, str) for v in value) and set(value) in MODALITIES
+    require(ok, "invalid_value", f"output_modalities must be ['audio'], ['text'] or both, got {shown(value)}", "session.output_modalities")
     return tuple(value)
 
 
-def _check_formats(session: dict, audio: dict) -> None:
-    for where, fmt in (("session.audio.input.format", (audio.get("input") or {}).get("format")),
-                       ("session.audio.output.format", (audio.get("output") or {}).get("format"))):
+def _check_formats(session: dict, input_audio: dict, output_audio: dict) -> None:
+    for where, fmt in (("session.audio.input.format", input_audio.get("format")),
+                       ("session.audio.output.format", output_audio.get("format"))):
         if fmt is not None:
             ok = isinstance(fmt, dict) and fmt.get("type") == "audio/pcm" and fmt.get("rate", INPUT_RATE) == INPUT_RATE
-            require(ok, "unsupported_format", f"only audio/pcm at 24000 Hz is supported, got {fmt!r}", where)
+            require(ok, "unsupported_format", f"only audio/pcm at 24000 Hz is supported, got {shown(fmt)}", where)
     for key in ("input_audio_format", "output_audio_format"):
         if key in session:
-            require(session[key] == "pcm16", "unsupported_format", f"only pcm16 is supported, got {session[key]!r}", f"session.{key}")
+            require(session[key] == "pcm16", "unsupported_format", f"only pcm16 is supported, got {shown(session[key])}", f"session.{key}")
 
 
 def _turn_detection(value: Any, current: ServerVAD | None) -> ServerVAD | None:
@@ -88,7 +94,7 @@ def _turn_detection(value: Any, current: ServerVAD | None) -> ServerVAD | None:
     where = "session.audio.input.turn_detection"
     require(isinstance(value, dict), "invalid_type", "turn_detection must be an object or null", where)
     require(value.get("type", "server_vad") == "server_vad", "invalid_value",
-            f"turn_detection.type must be 'server_vad' (or turn_detection null), got {value.get('type')!r}", f"{where}.type")
+            f"turn_detection.type must be 'server_vad' (or turn_detection null), got {shown(value.get('type'))}", f"{where}.type")
     base = asdict(current or ServerVAD())
     for key, kind in (("threshold", float), ("prefix_padding_ms", int), ("silence_duration_ms", int),
                       ("create_response", bool), ("interrupt_response", bool)):
@@ -105,20 +111,20 @@ def _typed(value: Any, kind: type, where: str) -> Any:
         return float(value)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    raise RealtimeError("invalid_type", f"{where.rsplit('.', 1)[-1]} must be {kind.__name__}, got {value!r}", where)
+    raise RealtimeError("invalid_type", f"{where.rsplit('.', 1)[-1]} must be {kind.__name__}, got {shown(value)}", where)
 
 
 def _max_tokens(value: Any, where: str) -> int | None:
     if value == "inf":
         return None
     ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4096
-    require(ok, "invalid_value", f"max_output_tokens must be an integer in [1, 4096] or 'inf', got {value!r}", where)
+    require(ok, "invalid_value", f"max_output_tokens must be an integer in [1, 4096] or 'inf', got {shown(value)}", where)
     return value
 
 
 def _temperature(value: Any, where: str) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 2.0 and not math.isnan(value)
-    require(ok, "invalid_value", f"temperature must be a number in [0, 2], got {value!r}", where)
+    require(ok, "invalid_value", f"temperature must be a number in [0, 2], got {shown(value)}", where)
     return float(value)
 
 

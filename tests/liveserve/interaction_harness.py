@@ -42,6 +42,7 @@ class ScriptedStages(Placement):
 
     def __init__(self) -> None:
         self.commands: dict[str, list[Command]] = defaultdict(list)
+        self.encoded: set[str] = set()
         self.sink = None
 
     def start(self, specs, sink, clock, view=None):
@@ -59,7 +60,14 @@ class ScriptedStages(Placement):
         return [c.request.request_id for c in self.sent(kind, AddRequest)]
 
     def encode(self, encoder_id: str, frames: int, width: int) -> None:
+        self.encoded.add(encoder_id)
         self.sink("encoder", [StageOutput(encoder_id, torch.zeros(frames, width), is_finished=True)])
+
+    def encode_the_rest(self, frames: int, width: int) -> None:
+        """Answer every user item's audio the encoder was given and has not answered."""
+        for encoder_id in self.added("encoder"):
+            if encoder_id not in self.encoded and encoder_id.role == "encoder":
+                self.encode(encoder_id, frames, width)
 
     def think(self, thinker_id: str, turn_id: str, tokens: list[int], width: int, finish: str | None = None) -> None:
         steps = [ThinkerStep(token, torch.zeros(width), finish if i == len(tokens) - 1 else None, turn_id)
@@ -111,8 +119,9 @@ class InteractionHarness:
         await self.session.close()
         await self.orch.stop()
 
-    async def _send(self, event: dict) -> None:
-        self.events.append(event)
+    async def _send(self, text: str) -> None:
+        """What goes on the wire: a text frame of JSON, read back as the client would."""
+        self.events.append(json.loads(text))
 
     async def settle(self) -> None:
         """Let every task, routed output and queued event run."""

@@ -73,8 +73,9 @@ def test_duplex_streams_beyond_the_cap_are_refused_and_metrics_show_the_gate_and
     rate = samples['liveserve_kv_fill_rate{stage="thinker"}']
     t_sat = samples['liveserve_kv_time_to_saturation_seconds{stage="thinker"}']
     assert t_sat > 0 if rate > 0 else math.isnan(t_sat)  # NaN: not filling
-    resident = [value for key, value in samples.items() if key.startswith("liveserve_session_resident_tokens{")]
-    assert len(resident) == 2 and max(resident) > 0  # the open sessions' contexts
+    resident = {key: value for key, value in samples.items() if key.startswith("liveserve_session_resident_tokens{")}
+    assert set(resident) == {'liveserve_session_resident_tokens{stat="max"}', 'liveserve_session_resident_tokens{stat="mean"}'}
+    assert resident['liveserve_session_resident_tokens{stat="max"}'] > 0  # the open sessions' contexts, no id named
 
 
 def test_connections_beyond_max_sessions_are_refused_whatever_the_stream_gate(tmp_path):

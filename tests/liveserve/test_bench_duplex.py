@@ -169,8 +169,8 @@ liveserve_kv_time_to_saturation_seconds{stage="thinker"} NaN
 # TYPE liveserve_live_sessions gauge
 liveserve_live_sessions 3.0
 # TYPE liveserve_session_resident_tokens gauge
-liveserve_session_resident_tokens{session="sess_a"} 120.0
-liveserve_session_resident_tokens{session="sess_b"} 40.0
+liveserve_session_resident_tokens{stat="max"} 120.0
+liveserve_session_resident_tokens{stat="mean"} 80.0
 """
 
 
@@ -178,7 +178,7 @@ def test_a_poll_reads_the_thinker_pool_the_live_count_and_resident_tokens():
     poll = read_poll(1.5, parse_metrics(METRICS))
     assert (poll.t, poll.occupancy, poll.live_sessions, poll.admission_cap) == (1.5, 0.25, 3.0, None)
     assert math.isnan(poll.t_sat_s)
-    assert poll.resident_tokens == {"sess_a": 120.0, "sess_b": 40.0}
+    assert poll.resident_tokens == {"max": 120.0, "mean": 80.0}
 
 
 # -- the result ---------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def test_a_poll_reads_the_thinker_pool_the_live_count_and_resident_tokens():
 def test_the_result_has_the_figures_and_is_strict_json(tmp_path):
     sessions = [streamed(0, until=20.0), streamed(1, start=0.04, until=20.0, missing=(8.0, 10.0))]
     polls = [MetricsPoll(t, occupancy=0.01 * t, t_sat_s=math.nan if t < 12 else 100.0 - t, live_sessions=2.0,
-                         resident_tokens={"sess_0": 10.0 * t})
+                         resident_tokens={"max": 10.0 * t, "mean": 10.0 * t})
              for t in np.arange(0.0, 20.5, 0.5).tolist()]
     config = {"frame_ms": 80, "duration_s": 20.0, "thinker_window": None, "window": None}
     result = build_result(RunLog(sessions, polls, 20.0, 80), config)

@@ -12,6 +12,7 @@ import pytest
 
 from interaction_harness import InteractionHarness
 from stages.commands import AbortRequest, AppendInput, StopGeneration
+from stages.plan import StageOutput
 from tests.orchestrator.conftest import tiny_pipeline
 
 WIDTH = 64  # the tiny thinker's hidden size (and the encoder's output)
@@ -172,3 +173,19 @@ def test_duplex_frames_go_to_the_encoder_at_the_frame_ticks():
     h = run(scenario)
     frames = [c for c in h.stages.sent("encoder", AppendInput) if c.request_id.role == "duplex-encoder"]
     assert len(frames) == 1 and len(frames[0].data) == 2 * 1280  # two whole 80 ms frames of 16 kHz audio
+
+
+def test_a_turn_whose_user_input_failed_is_not_answered():
+    async def scenario(h):
+        await h.speak(600, then_silence_ms=700)  # a spoken turn: committed, and VAD starts its reply
+        encoder_id, = h.stages.added("encoder")
+        h.stages.sink("encoder", [StageOutput(encoder_id, error="encoder is down")])
+        await h.settle()
+        return h
+
+    h = run(scenario)
+    assert h.of_type("error")[-1]["error"]["code"] == "item_rejected"
+    done = h.of_type("response.done")[-1]["response"]
+    assert done["status"] == "failed" and "the user's input could not enter the context" in \
+        done["status_details"]["error"]["message"]
+    assert h.stages.sent("thinker", AppendInput) == []  # nothing was generated without the user's words

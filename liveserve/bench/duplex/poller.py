@@ -23,7 +23,7 @@ def read_poll(t: float, samples: Mapping[str, float]) -> MetricsPoll:
     """The figures of one scrape (`liveserve.bench.prometheus` samples) taken at `t`; absent metrics stay None."""
     fields = {field: samples.get(name) for name, field in SERVER_FIELDS.items()}
     fields.update({field: samples.get(sample_key(name, {"stage": STAGE})) for name, field in STAGE_FIELDS.items()})
-    tokens = {labels.get("session", ""): value for labels, value in labelled(samples, RESIDENT_TOKENS, {})}
+    tokens = {labels.get("stat", ""): value for labels, value in labelled(samples, RESIDENT_TOKENS, {})}
     return MetricsPoll(t, resident_tokens=tokens, **fields)
 
 

@@ -71,7 +71,7 @@ class MetricsPoll:
     """The server's figures read from one GET /metrics at `t`; None where it exports none.
 
     `t_sat_s` is the thinker pool's predicted time to saturation (NaN: not filling);
-    `resident_tokens` maps each live session's id to its resident thinker tokens.
+    `resident_tokens` holds the `max` and `mean` of the live sessions' resident thinker tokens.
     """
 
     t: float

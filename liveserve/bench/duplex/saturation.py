@@ -51,5 +51,4 @@ def predicted_t_sat(polls: Sequence[MetricsPoll], since_t: float | None,
 
 def resident_tokens_timeline(polls: Iterable[MetricsPoll]) -> list[dict[str, float]]:
     """Per poll with sessions: `{t, max, mean}` of the sessions' resident thinker tokens."""
-    return [{"t": poll.t, "max": max(tokens), "mean": sum(tokens) / len(tokens)}
-            for poll in polls if (tokens := list(poll.resident_tokens.values()))]
+    return [{"t": poll.t, **poll.resident_tokens} for poll in polls if poll.resident_tokens]
