@@ -18,7 +18,10 @@ OutputSink = Callable[[str, list[StageOutput]], None]
 
 
 class StageHandle(Protocol):
-    """A running stage as the orchestrator sees it."""
+    """A running stage as the orchestrator sees it: `down_reason` is None while it serves, else why it
+    does not (commands sent then fail at once, with that reason)."""
+
+    down_reason: str | None
 
     def submit(self, command: Command) -> None: ...
 

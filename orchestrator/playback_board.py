@@ -61,6 +61,11 @@ class PlaybackBoard(InteractionView):
         self._next_use.pop(request_id, None)
         self._record(("withdraw", request_id))
 
+    def snapshot(self) -> list[BoardChange]:
+        """The board as writes that rebuild it in an empty copy (a stage process that was restarted)."""
+        return ([("publish", rid, state) for rid, state in list(self._states.items())]
+                + [("publish_next_use", rid, hint) for rid, hint in list(self._next_use.items())])
+
     def record_changes(self) -> None:
         """Journal every write from now on (call before the first write that copies must see)."""
         self._journal = deque()

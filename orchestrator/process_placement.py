@@ -15,34 +15,36 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections import defaultdict, deque
+from collections.abc import Callable
 
 from orchestrator.placement import OutputSink, Placement, StageHandle
-from orchestrator.playback_board import BoardChange, PlaybackBoard
+from orchestrator.playback_board import PlaybackBoard
+from orchestrator.stage_handle import StageProcess
 from orchestrator.stage_process import StageProcessArgs, serve_stage
 from orchestrator.wire import Channel
-from stages.commands import AbortRequest, AddRequest, Command
-from stages.engine import StageStatus
+from stages.commands import Command
 from stages.factory import StageSpec
 from stages.interaction import InteractionView
-from stages.plan import StageOutput
 
 log = logging.getLogger(__name__)
-START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 5.0
 BOARD_FLUSH_S = 0.02
+MAX_RESTARTS = 3  # a stage dying more often than this within RESTART_WINDOW_S is given up on
+RESTART_WINDOW_S = 60.0
 
 
 class ProcessPlacement(Placement):
-    """Each stage engine runs in a child process; the handles here stand in for them.
+    """Each stage engine runs in a child process; StageProcess handles stand in for them.
 
     The stages keep time with `time.monotonic` (one clock for every process on the
     machine), so `start` refuses any other clock. Playback telemetry is a copy of
     the orchestrator's PlaybackBoard in each process: the changes a process has not
     seen travel with its next command batch, or within BOARD_FLUSH_S. A stage process
-    that dies fails the requests it held and every later command sent to it, with an
-    error naming it.
+    that dies fails the requests it held, with an error naming it, and is restarted
+    (its model loaded again, the whole board sent to it); meanwhile its commands fail
+    at once. A stage that dies MAX_RESTARTS times within RESTART_WINDOW_S is given up
+    on: it stays down, logged as an error, and its commands fail saying so.
     """
 
     def __init__(self, torch_threads: int) -> None:
@@ -52,6 +54,9 @@ class ProcessPlacement(Placement):
         self._send_lock = threading.Lock()  # keeps board changes and commands in the order they happened
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._spawn_args: dict[str, StageProcessArgs] = {}
+        self._restarts: dict[str, deque[float]] = defaultdict(deque)
+        self._context = None
 
     def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float],
               view: InteractionView | None = None) -> dict[str, StageHandle]:
@@ -59,9 +64,9 @@ class ProcessPlacement(Placement):
             raise ValueError("stage processes keep time with time.monotonic; use LocalPlacement for another clock")
         if view is not None and not isinstance(view, PlaybackBoard):
             raise TypeError(f"stage processes mirror a PlaybackBoard, not a {type(view).__name__}")
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["orchestrator.stage_process"])
-        slots = context.RawArray(ctypes.c_bool, len(specs))
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(["orchestrator.stage_process"])
+        slots = self._context.RawArray(ctypes.c_bool, len(specs))
         level = logging.getLogger().getEffectiveLevel()
         self._board = view
         if view is not None:
@@ -69,12 +74,14 @@ class ProcessPlacement(Placement):
         handles = {}
         try:
             for slot, spec in enumerate(specs):
-                process, channel = self._spawn(context, StageProcessArgs(spec, slots, slot, self.torch_threads, level))
-                handle = StageProcess(spec, process, channel, lambda outputs, kind=spec.kind: sink(kind, outputs), self)
+                self._spawn_args[spec.name] = StageProcessArgs(spec, slots, slot, self.torch_threads, level)
+                handle = StageProcess(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), self, self._on_death)
+                handle.attach(*self._spawn(spec.name))
                 self._handles.append(handle)
                 handles[spec.kind] = handle
             for handle in self._handles:
                 handle.wait_started()
+                handle.mark_up()
         except BaseException:
             self.stop()
             raise
@@ -82,14 +89,45 @@ class ProcessPlacement(Placement):
         self._flusher.start()
         return handles
 
-    @staticmethod
-    def _spawn(context, args: StageProcessArgs) -> tuple[multiprocessing.Process, Channel]:
-        parent_end, child_end = context.Pipe()
-        process = context.Process(target=serve_stage, args=(args, child_end), name=f"liveserve-{args.spec.name}",
-                                  daemon=True)
+    def _spawn(self, name: str) -> tuple[multiprocessing.Process, Channel]:
+        args = self._spawn_args[name]
+        parent_end, child_end = self._context.Pipe()
+        process = self._context.Process(target=serve_stage, args=(args, child_end), name=f"liveserve-{name}",
+                                        daemon=True)
         process.start()
         child_end.close()
         return process, Channel(parent_end)
+
+    def _on_death(self, handle: StageProcess) -> None:
+        if not self._stopped.is_set():
+            threading.Thread(target=self._restart, args=(handle,), name=f"restart-{handle.name}", daemon=True).start()
+
+    def _restart(self, handle: StageProcess) -> None:
+        now, deaths = time.monotonic(), self._restarts[handle.name]
+        while deaths and deaths[0] < now - RESTART_WINDOW_S:
+            deaths.popleft()
+        if len(deaths) >= MAX_RESTARTS:
+            handle.give_up(f"given up after {MAX_RESTARTS} restarts within {RESTART_WINDOW_S:g} s")
+            log.error("stage %s: died %d times within %g s; given up on, its work fails until the server restarts",
+                      handle.name, MAX_RESTARTS + 1, RESTART_WINDOW_S)
+            return
+        deaths.append(now)
+        handle.give_up(f"{handle.down_reason}; restarting")
+        log.warning("stage %s: restarting it (%d of %d within %g s)", handle.name, len(deaths), MAX_RESTARTS,
+                    RESTART_WINDOW_S)
+        try:
+            handle.attach(*self._spawn(handle.name))
+            handle.wait_started()
+        except Exception as exc:  # noqa: BLE001 - a stage that cannot start again stays down, loudly
+            handle.give_up(f"could not be restarted: {exc}")
+            log.exception("stage %s: could not be restarted", handle.name)
+            return
+        with self._send_lock:  # the new process sees the whole board before any command
+            self._collect_board()
+            handle.take_board_changes()
+            handle.send_quietly(("board", self._board.snapshot() if self._board is not None else []))
+            handle.mark_up()
+        log.warning("stage %s: restarted", handle.name)
 
     def send_commands(self, handle: StageProcess, commands: list[Command]) -> None:
         """Send `commands` to one stage process with the board changes made before them."""
@@ -102,7 +140,7 @@ class ProcessPlacement(Placement):
             with self._send_lock:
                 self._collect_board()
                 for handle in self._handles:
-                    if changes := handle.take_board_changes():
+                    if (changes := handle.take_board_changes()) and handle.is_up:
                         handle.send_quietly(("board", changes))
 
     def _collect_board(self) -> None:
@@ -119,131 +157,3 @@ class ProcessPlacement(Placement):
         for handle in self._handles:
             handle.join(STOP_TIMEOUT_S)
         self._handles.clear()
-
-
-class StageProcess:
-    """The orchestrator's handle on one stage process (a StageHandle).
-
-    A reader thread hands the process's outputs to `emit` and keeps its latest status.
-    The status is idle only once the process has applied every batch sent to it.
-    """
-
-    def __init__(self, spec: StageSpec, process: multiprocessing.Process, channel: Channel,
-                 emit: Callable[[list[StageOutput]], None], placement: ProcessPlacement) -> None:
-        self.name = spec.name
-        self.process = process
-        self.channel = channel
-        self.emit = emit
-        self.placement = placement
-        self.num_sent = 0  # command batches sent
-        self._latest: tuple[StageStatus | None, int] = (None, 0)  # status, and batches applied when taken
-        self._started = threading.Event()
-        self._failure: BaseException | None = None
-        self._held: set[str] = set()  # request ids the process holds, to fail if it dies
-        self.board_changes: list[BoardChange] = []  # not sent yet (the placement's send lock guards it)
-        self._lock = threading.Lock()
-        self._is_dead = False
-        self._stopping = False
-        self._reader = threading.Thread(target=self._read, name=f"from-{self.name}", daemon=True)
-        self._reader.start()
-
-    def wait_started(self) -> None:
-        if not self._started.wait(START_TIMEOUT_S):
-            raise TimeoutError(f"stage {self.name!r} did not start within {START_TIMEOUT_S:g} s")
-        if self._failure is not None:
-            raise self._failure
-
-    def submit(self, command: Command) -> None:
-        self.submit_all((command,))
-
-    def submit_all(self, commands: Sequence[Command]) -> None:
-        with self._lock:
-            is_dead = self._is_dead
-            if not is_dead:
-                self._track(commands)
-                self.num_sent += 1
-        if is_dead:
-            self.emit([self._death_output(c.request_id) for c in commands if c.request_id])
-            return
-        try:
-            self.placement.send_commands(self, list(commands))
-        except OSError:  # the process just died: its reader fails what it held, these included
-            pass
-
-    def status(self) -> StageStatus:
-        status, num_applied = self._latest
-        return status if num_applied >= self.num_sent else replace(status, is_idle=False)
-
-    def take_board_changes(self) -> list[BoardChange]:
-        changes, self.board_changes = self.board_changes, []
-        return changes
-
-    def send_quietly(self, message: tuple) -> None:
-        """Send, ignoring a process that is gone (its reader reports that)."""
-        try:
-            self.channel.send(message)
-        except OSError:
-            pass
-
-    def request_stop(self) -> None:
-        self._stopping = True
-        self.send_quietly(("stop",))
-
-    def join(self, timeout_s: float) -> None:
-        self.process.join(timeout_s)
-        if self.process.is_alive():
-            log.warning("stage %s did not stop within %g s; terminating it", self.name, timeout_s)
-            self.process.terminate()
-            self.process.join()
-        self._reader.join()
-        self.channel.close()
-
-    def _track(self, commands: Sequence[Command]) -> None:
-        for command in commands:
-            if isinstance(command, AddRequest):
-                self._held.add(command.request_id)
-            elif isinstance(command, AbortRequest):
-                self._held.discard(command.request_id)
-
-    def _read(self) -> None:
-        while True:
-            try:
-                kind, *body = self.channel.recv()
-            except (EOFError, OSError):
-                self._on_exit()
-                return
-            if kind == "outputs":
-                self._on_outputs(body[0])
-            elif kind == "status":
-                self._latest = tuple(body)
-                self._started.set()
-            else:
-                self._failure = body[0]
-                self._started.set()
-
-    def _on_outputs(self, outputs: list[StageOutput]) -> None:
-        with self._lock:
-            for output in outputs:
-                if output.error is not None or output.is_finished:
-                    self._held.discard(output.request_id)
-        self.emit(outputs)
-
-    def _on_exit(self) -> None:
-        """The pipe closed: after a stop, or because the process died."""
-        if self._stopping or self._failure is not None:
-            self._started.set()
-            return
-        self.process.join(1.0)
-        log.error("stage %s: its process exited (exit code %s); its requests fail", self.name, self.process.exitcode)
-        with self._lock:
-            self._is_dead = True
-            held, self._held = sorted(self._held), set()
-        if not self._started.is_set():
-            self._failure = RuntimeError(f"stage {self.name!r} exited while starting (exit code {self.process.exitcode})")
-            self._started.set()
-        if held:
-            self.emit([self._death_output(request_id) for request_id in held])
-
-    def _death_output(self, request_id: str) -> StageOutput:
-        return StageOutput(request_id, error=f"stage {self.name} is down: its process exited "
-                                             f"(exit code {self.process.exitcode})")

@@ -65,7 +65,8 @@ class SessionContext:
     generations; a turn holds its place until its thinker generation ends. Edits at
     the tail truncate the resident KV in place; edits further back rebuild the
     context (a new thinker request recomputes it), which is refused while a reply
-    is being generated.
+    is being generated. A context the thinker stage lost (its request failed: the
+    stage died) is rebuilt the next time it is used (`revive`).
     """
 
     def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator) -> None:
@@ -77,6 +78,7 @@ class SessionContext:
         self.segments: list[ContextSegment] = []
         self.active_turn: ActiveTurn | None = None
         self.num_turns = 0
+        self.is_lost = False
         self._last_edit: asyncio.Future | None = None
 
     def reserve_edit(self) -> tuple[asyncio.Future | None, asyncio.Future]:
@@ -199,7 +201,15 @@ class SessionContext:
         self.thinker_id = RequestId(self.session_id, StageKind.THINKER, self.num_rebuilds)
         self.start()
 
+    def revive(self) -> None:
+        """Rebuild the context in a new thinker request if the stage lost it (call before appending to it)."""
+        if self.is_lost:
+            self.is_lost = False
+            self._restart()
+
     def on_output(self, kind: str, output: StageOutput) -> None:
+        if output.error is not None and output.request_id == self.thinker_id:
+            self.is_lost = True
         if self.active_turn is not None:
             self.active_turn.on_output(kind, output)
 

@@ -75,7 +75,12 @@ class StageBus:
         self.board.withdraw(request_id)
 
     def status(self) -> list[StageStatus]:
-        return [handle.status() for handle in self.stages.values()]
+        """The status of every stage that serves (a stage that is down has none: its figures would be stale)."""
+        return [handle.status() for handle in self.stages.values() if handle.down_reason is None]
+
+    def down(self) -> dict[str, str]:
+        """The stages that do not serve now, and why."""
+        return {kind: handle.down_reason for kind, handle in self.stages.items() if handle.down_reason is not None}
 
     def _from_engine(self, kind: str, outputs: list[StageOutput]) -> None:
         assert self._loop is not None

@@ -9,6 +9,7 @@ batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import signal
@@ -27,6 +28,17 @@ from stages.factory import StageSpec, build_engine
 from stages.shared_device import SharedDevice
 
 STATUS_PERIOD_S = 0.02
+PROCESS_PREFIX = "ls-"  # a stage process is named ls-<stage> in ps and /proc/<pid>/comm
+PR_SET_NAME = 15
+
+
+def name_process(name: str) -> None:
+    """Name this process as the kernel shows it (Linux; 15 characters at most; elsewhere nothing)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(PR_SET_NAME, ctypes.create_string_buffer(name.encode()[:15]), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,7 @@ class StageProcessArgs:
 def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
     """The process's target: build the engine, then serve the pipe until told to stop or it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
+    name_process(f"{PROCESS_PREFIX}{args.spec.name}")
     logging.basicConfig(level=args.log_level, format="%(levelname)s:%(name)s:%(message)s")
     torch.set_num_threads(args.torch_threads)
     channel, board = Channel(connection), PlaybackBoard(time.monotonic)

@@ -78,6 +78,7 @@ class Turn:
         session, geometry, now = self.session, self.geometry, self.bus.clock()
         prefix = self.pipeline.template.assistant_prefix(not session.segments, session.needs_close)
         segment = ContextSegment(self.item_id, list(prefix), is_closed=False)
+        session.revive()
         try:
             session.append_segment(segment)
         except ValueError as exc:

@@ -80,6 +80,7 @@ class UserInput:
         num_audio = 0 if embeddings is None else len(embeddings)
         ids, offset = self.pipeline.template.user(self.text, num_audio, not session.segments, session.needs_close)
         embeds = [] if embeddings is None else [(offset, embeddings)]
+        session.revive()
         session.append_segment(ContextSegment(self.item_id, ids, embeds))
         self.bus.submit(StageKind.THINKER, AppendInput(session.thinker_id, TurnInput(ids, embeds)))
         return len(ids)

@@ -179,6 +179,11 @@ class StageEngine:
         if command.keep_tokens is not None:
             self.scheduler.truncate(command.request_id, command.keep_tokens)
 
+    @property
+    def down_reason(self) -> str | None:
+        """None while the engine's thread runs (or before it starts), else why it does not."""
+        return None if self._thread is None or self._thread.is_alive() or self._stop.is_set() else "its thread stopped"
+
     def status(self) -> StageStatus:
         """Read from any thread; the numbers may be one step stale."""
         kv = self.scheduler.kv

@@ -8,7 +8,7 @@ import logging
 import time
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from starlette.websockets import WebSocketState
 
 from liveserve.admission import KVWatch, make_admission
@@ -161,10 +161,13 @@ def create_app(config: LiveServeConfig) -> FastAPI:
     app.state.server = server
 
     @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok", "model": config.model_name, "sessions": len(server.sessions),
+    async def health() -> JSONResponse:
+        """200 {"status": "ok"} while every stage serves; 503 {"status": "degraded", "stages_down": {stage: why}}."""
+        down = server.orch.bus.down()
+        body = {"status": "degraded" if down else "ok", "model": config.model_name, "sessions": len(server.sessions),
                 "max_sessions": config.server.max_sessions, "admission_cap": server.gate.cap,
-                "duplex_frame_ms": config.duplex.frame_ms}
+                "duplex_frame_ms": config.duplex.frame_ms, "stages_down": down}
+        return JSONResponse(body, status_code=503 if down else 200)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -19,7 +19,8 @@ from orchestrator.events import AudioDelta, TextDelta, TurnRequest
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.placement import LocalPlacement
 from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
-from orchestrator.process_placement import ProcessPlacement, StageProcess
+from orchestrator.process_placement import ProcessPlacement
+from orchestrator.stage_handle import StageProcess
 from orchestrator.stage_process import StageServer
 from orchestrator.wire import Channel
 from stages.commands import AbortRequest
@@ -90,26 +91,36 @@ def test_a_stage_that_cannot_start_fails_the_start_with_its_own_error(pipeline, 
     assert placement._handles == []  # the stages that did start were stopped
 
 
-def test_a_stage_process_that_dies_fails_its_turn_and_later_ones(pipeline, speech_16k):
+def test_a_stage_process_that_dies_fails_its_turn_is_restarted_and_serves_again(pipeline, speech_16k):
     async def scenario():
         orch = Orchestrator(pipeline, placement=ProcessPlacement(1))
         await orch.start()
         try:
-            orch.open_session("s")
-            orch.sessions["s"].add_user_item("u0", speech_16k)
-            turn = orch.sessions["s"].start_turn(TurnRequest(max_tokens=400, ignore_eos=True))
+            session = orch.open_session("s")
+            session.add_user_item("u0", speech_16k)
+            turn = session.start_turn(TurnRequest(max_tokens=400, ignore_eos=True))
             await until_first_audio(turn)
-            os.kill(orch.bus.stages["talker"].process.pid, signal.SIGKILL)  # mid-reply
+            killed = orch.bus.stages["talker"].process.pid
+            os.kill(killed, signal.SIGKILL)  # mid-reply
             _, first = await drain(turn)
-            _, second = await drain(orch.sessions["s"].start_turn(TurnRequest(max_tokens=4)))
-            return first, second
+            down = orch.bus.down()  # restarting
+            await wait_until(lambda: not orch.bus.down(), timeout_s=30)
+            _, second = await drain(session.start_turn(TurnRequest(max_tokens=4, ignore_eos=True)))
+            return first, down, second, killed != orch.bus.stages["talker"].process.pid
         finally:
             await orch.stop()
 
-    first, second = run(scenario())
-    for done in (first, second):
-        assert done.status == "failed"
-        assert "stage talker is down" in done.error
+    first, down, second, replaced = run(scenario())
+    assert first.status == "failed" and "stage talker is down: its process exited (exit code -9)" in first.error
+    assert list(down) == ["talker"] and "its process exited" in down["talker"]
+    assert second.status == "incomplete" and second.usage.codec_frames > 0 and replaced
+
+
+async def wait_until(predicate, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
 
 
 class RecordingEngine:
@@ -158,7 +169,10 @@ def test_commands_carry_the_board_changes_each_process_has_not_seen(pipeline):
         parent_end, child_end = multiprocessing.Pipe()
         ends.append(child_end)
         spec = dataclasses.replace(pipeline.thinker, name=kind)
-        placement._handles.append(StageProcess(spec, None, Channel(parent_end), lambda outputs: None, placement))
+        handle = StageProcess(spec, lambda outputs: None, placement, on_death=lambda handle: None)
+        handle.attach(None, Channel(parent_end))  # no process: the test reads the pipe's other end
+        handle.mark_up()
+        placement._handles.append(handle)
     thinker, talker = placement._handles
     board.publish("r", NOT_STARTED)
     thinker.submit(AbortRequest("r"))
