@@ -22,10 +22,10 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding:
-    """Precomputed cos/sin tables; `apply` rotates [rows, heads, dim] by position.
+    """Precomputed cos/sin tables of `max_position` rows; `apply` rotates [rows, heads, dim] by position.
 
-    Tables start at `max_position` rows and double whenever a position lies beyond them
-    (a windowed stream's positions keep counting past the model's maximum).
+    Positions beyond the tables (a windowed stream's keep counting past the model's maximum) are
+    computed when asked for, not added to the tables, so memory stays bounded however long a stream runs.
     """
 
     def __init__(self, head_dim: int, max_position: int, theta: float) -> None:
@@ -38,15 +38,11 @@ class RotaryEmbedding:
         return angles.cos().float(), angles.sin().float()
 
     def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        try:
-            return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
-        except IndexError:  # past the tables: grow them, then index again
-            size = len(self.cos)
-            while size <= int(positions.max()):
-                size *= 2
-            cos, sin = self._rows(len(self.cos), size)
-            self.cos, self.sin = torch.cat([self.cos, cos]), torch.cat([self.sin, sin])
-            return self.tables(positions)
+        if len(positions) and int(positions.max()) >= len(self.cos):  # past the tables: computed for these only
+            angles = torch.outer(positions.to(torch.float64), self.inv_freq)
+            angles = torch.cat([angles, angles], dim=-1)
+            return angles.cos().float()[:, None, :], angles.sin().float()[:, None, :]
+        return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
 
     @staticmethod
     def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
