@@ -32,9 +32,6 @@ class ResponseStream:
         self.speak = "audio" in settings.output_modalities
         self.first_audio_at: float | None = None
 
-    @property
-    def part_type(self) -> str:
-        return self.dialect.content_type("output_audio" if self.speak else "output_text")
 
     def _ids(self) -> dict:
         return {"response_id": self.response_id, "item_id": self.item.item_id, "output_index": 0, "content_index": 0}
@@ -45,7 +42,7 @@ class ResponseStream:
         item_json = message_item(self.item.item_id, "assistant", [], "in_progress")
         emit("response.output_item.added", response_id=self.response_id, output_index=0, item=item_json)
         emit("conversation.item.added", previous_item_id=previous_item_id, item=item_json)
-        emit("response.content_part.added", **self._ids(), part=self._part())
+        emit("response.content_part.added", **self._ids(), part=self._part("audio" if self.speak else "text"))
 
     def forward(self, event: TextDelta | AudioDelta) -> None:
         if isinstance(event, TextDelta):
@@ -74,21 +71,24 @@ class ResponseStream:
                 self.metrics.observe_rtf((self.clock() - self.turn_end) / (self.item.audio_ms / 1000))
         else:
             emit("response.output_text.done", **self._ids(), text=self.item.transcript)
-        self.item.content = [self._part()]
-        emit("response.content_part.done", **self._ids(), part=self._part())
+        self.item.content = [self._content()]
+        emit("response.content_part.done", **self._ids(), part=self._part("audio" if self.speak else "text"))
         item_json = self.item_json()
         emit("response.output_item.done", response_id=self.response_id, output_index=0, item=item_json)
         emit("conversation.item.done", item=item_json)
         emit("response.done", response=self.response_json(status, done, cancel_reason))
         return status
 
-    def _part(self) -> dict:
-        if self.speak:
-            return {"type": self.part_type, "transcript": self.item.transcript}
-        return {"type": self.part_type, "text": self.item.transcript}
+    def _part(self, kind: str) -> dict:
+        """The reply's content as `kind` names it: "audio"/"text" in content-part events, the dialect's
+        content type ("output_audio"/"output_text" in GA) in items."""
+        return {"type": kind, "transcript" if self.speak else "text": self.item.transcript}
+
+    def _content(self) -> dict:
+        return self._part(self.dialect.content_type("output_audio" if self.speak else "output_text"))
 
     def item_json(self) -> dict:
-        return message_item(self.item.item_id, "assistant", [self._part()], self.item.status)
+        return message_item(self.item.item_id, "assistant", [self._content()], self.item.status)
 
     def response_json(self, status: str, done: TurnDone | None = None, cancel_reason: str | None = None) -> dict:
         details = None

@@ -234,6 +234,12 @@ class RealtimeSession:
         with _refusal("invalid_value", "item_id"):
             self.controller.truncate_item(item_id, end_ms)
 
+    def on_item_retrieve(self, event: dict) -> None:
+        item_id = event.get("item_id")
+        item = self.conversation.get(item_id) if isinstance(item_id, str) else None
+        require(item is not None, "item_not_found", f"no item {shown(item_id)}", "item_id")
+        self.emit("conversation.item.retrieved", item=message_item(item.item_id, item.role, item.content, item.status))
+
     def report_unheard(self, item: Item, unheard: UnheardWork) -> dict:
         """Count `unheard` as the item's latest figure (see ServerMetrics.count_unheard); return its `liveserve` JSON."""
         item.unheard_counted = self.metrics.count_unheard(item.unheard_counted, unheard)
@@ -337,6 +343,7 @@ HANDLERS: dict[str, Callable[[RealtimeSession, dict], object]] = {
     "conversation.item.create": RealtimeSession.on_item_create,
     "conversation.item.truncate": RealtimeSession.on_item_truncate,
     "conversation.item.delete": RealtimeSession.on_item_delete,
+    "conversation.item.retrieve": RealtimeSession.on_item_retrieve,
     "response.create": RealtimeSession.on_response_create,
     "response.cancel": RealtimeSession.on_response_cancel,
     "playback.ack": RealtimeSession.on_playback_ack,

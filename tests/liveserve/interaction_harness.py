@@ -96,8 +96,8 @@ class _RecordingHandle:
 class InteractionHarness:
     """One realtime session on scripted stages; `client(type, **fields)` sends an event and settles."""
 
-    def __init__(self, config: PipelineConfig) -> None:
-        self.config = config
+    def __init__(self, config: PipelineConfig, dialect: Dialect = Dialect(False)) -> None:
+        self.config, self.dialect = config, dialect
         self.clock = FakeClock()
         self.stages = ScriptedStages()
         self.orch = Orchestrator(config, placement=self.stages, clock=self.clock, sleep=self._sleep, vad=LoudnessVAD)
@@ -110,7 +110,7 @@ class InteractionHarness:
 
     async def __aenter__(self) -> InteractionHarness:
         await self.orch.start()
-        self.session = RealtimeSession(self.orch, SessionSettings(model="tiny-omni"), Dialect(False), self._send,
+        self.session = RealtimeSession(self.orch, SessionSettings(model="tiny-omni"), self.dialect, self._send,
                                        ServerMetrics(lambda: []))
         await self.settle()
         return self

@@ -1,0 +1,82 @@
+"""Every event LiveServe emits parses with the `openai` package's own server-event models, GA and beta.
+
+A recorded session (in process: scripted stages, a fake clock) goes through a spoken turn, a text turn, a
+barge-in, a client truncate, a cancel, a retrieve and client mistakes; each event it sends is validated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import typing
+
+import pytest
+
+from liveserve.realtime.naming import Dialect
+from test_interaction import FRAME, WIDTH, spoken_reply_playing
+from tests.liveserve.interaction_harness import InteractionHarness
+from tests.orchestrator.conftest import tiny_pipeline
+
+
+
+def models_by_type(union) -> dict[str, type]:
+    """The SDK's model for each server event type of a (possibly annotated) union of event models."""
+    members = typing.get_args(typing.get_args(union)[0] if typing.get_origin(union) is typing.Annotated else union)
+    return {typing.get_args(model.model_fields["type"].annotation)[0]: model for model in members}
+
+
+# The beta schema lists OpenAI's own model names in `session.model`; LiveServe names the model it serves.
+BETA_MODEL = "gpt-4o-realtime-preview"
+GA = models_by_type(pytest.importorskip("openai.types.realtime.realtime_server_event").RealtimeServerEvent)
+BETA = models_by_type(pytest.importorskip("openai.types.beta.realtime.realtime_server_event").RealtimeServerEvent)
+
+
+async def a_recorded_session(h: InteractionHarness) -> None:
+    item_id, ids = await spoken_reply_playing(h)  # a spoken turn, its reply playing
+    await h.client("playback.ack", played_ms=120)
+    await h.speak(300)  # barge-in
+    await h.client("conversation.item.retrieve", item_id=item_id)
+    await h.client("conversation.item.create", item={"type": "message", "role": "user",
+                                                     "content": [{"type": "input_text", "text": "And then?"}]})
+    await h.client("response.create", response={"output_modalities": ["text"], "max_output_tokens": 2})
+    h.stages.think(h.thinker_id, h.controller.response.turn.turn_id, [10, 11], WIDTH, finish="length")
+    await h.settle()
+    await h.client("response.create")  # a spoken reply, cancelled by the client
+    turn = h.controller.response.turn
+    h.stages.think(h.thinker_id, turn.turn_id, [12, 13], WIDTH)
+    h.stages.speak(turn.ids["talker"], 4)
+    await h.settle()
+    h.stages.voice(turn.ids["vocoder"], 4 * FRAME)
+    await h.settle()
+    await h.client("response.cancel")
+    await h.client("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=80)
+    await h.client("input_audio_buffer.clear")
+    await h.client("conversation.item.delete", item_id="nope")  # a mistake: an error event
+    await h.client("session.update", session={"instructions": "Be brief."})
+
+
+def record(beta: bool) -> list[dict]:
+    async def scenario():
+        async with InteractionHarness(tiny_pipeline(), dialect=Dialect(beta)) as h:
+            await a_recorded_session(h)
+            return h.events
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("beta, schema", [(False, GA), (True, BETA)], ids=["ga", "beta"])
+def test_every_event_of_a_recorded_session_parses_with_the_sdks_models(beta, schema):
+    events = record(beta)
+    failures = []
+    for event in events:
+        model = schema.get(event["type"])
+        if model is None:
+            failures.append((event["type"], "not a server event of this API"))
+            continue
+        if beta and event["type"].startswith("session."):
+            event = {**event, "session": {**event["session"], "model": BETA_MODEL}}  # see BETA_MODEL
+        try:
+            model.model_validate(event)
+        except ValueError as error:
+            failures.append((event["type"], str(error).splitlines()[:4]))
+    assert failures == []
+    kinds = {event["type"] for event in events}
+    assert len(kinds) >= 20 and {"error", "conversation.item.retrieved", "conversation.item.truncated"} <= kinds
