@@ -281,8 +281,9 @@ def served(options: DuplexOptions):
 def test_the_server_config_carries_the_runs_overrides():
     options = DuplexOptions(sessions=40, frame_ms=160, window=128, sinks=8, kv_blocks=256)
     assert [str(o) for o in fresh_server_overrides(options)] == [
-        "duplex.frame_ms=160", "stages.thinker.window={sinks: 8, tokens: 128}", "stages.thinker.kv.num_blocks=256",
-        "server.max_sessions=41"]  # as the result records them
+        "duplex.frame_ms=160", "stages.thinker.window={sinks: 8, tokens: 128}", "stages.thinker.kv.eviction=none",
+        "stages.thinker.kv.preload=false", "stages.thinker.kv.idle_offload_s=null", "stages.thinker.kv.num_blocks=256",
+        "server.max_sessions=41"]  # as the result records them; a window takes no host KV tier
     config = served(options)
     assert config.duplex.frame_ms == 160
     assert config.pipeline.thinker.window == WindowSpec(tokens=128, sinks=8)
