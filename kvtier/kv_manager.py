@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 from kvtier.block_pool import BlockPool
 from kvtier.block_table import BlockTable
 from kvtier.config import HostTierConfig, KVPoolConfig
-from kvtier.eviction import make_eviction_policy
+from kvtier.eviction import EVICTION_POLICIES
 from kvtier.kv_cache import KVCache
 from kvtier.offloader import Offloader
 from kvtier.sequence_kv import SequenceKV
@@ -59,7 +59,7 @@ class KVCacheManager:
     def __init__(self, config: KVPoolConfig, host: HostTierConfig | None = None, eviction: str = "none",
                  clock: Callable[[], float] = time.monotonic, on_transfer_done: Callable[[], None] | None = None,
                  transfer_mode: str = "thread") -> None:
-        policy = make_eviction_policy(eviction)
+        policy = EVICTION_POLICIES.make(eviction)
         if (policy is None) != (host is None):
             need = "takes no host tier" if policy is None else "needs a host tier (HostTierConfig)"
             raise ValueError(f"eviction policy {eviction!r} {need}")

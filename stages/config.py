@@ -33,7 +33,7 @@ class SchedulerConfig:
     beta: float = 0.25
 
     def __post_init__(self) -> None:
-        from stages.policies import policy_names
+        from stages.policies import SCHEDULING_POLICIES
 
         require_positive_ints(self, "max_num_seqs", "max_num_batched_tokens")
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -44,8 +44,7 @@ class SchedulerConfig:
                            f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
         for name in ("alpha", "beta"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-        if self.policy not in policy_names():
-            raise ValueError(f"unknown scheduling policy {self.policy!r}; choose from {policy_names()}")
+        SCHEDULING_POLICIES.check(self.policy)
 
 
 @dataclass(frozen=True)

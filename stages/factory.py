@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig, blocks_for, eviction_policy_names
+from kvtier import EVICTION_POLICIES, HostTierConfig, KVCacheManager, KVPoolConfig, blocks_for
 from stages.commands import Wake
 from stages.config import SchedulerConfig, WindowSpec
 from stages.engine import StageEngine
@@ -63,8 +63,8 @@ class KVSpec:
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "num_blocks", "block_size")
-        if self.eviction not in eviction_policy_names():
-            raise ValueError(f"eviction must be one of {eviction_policy_names()}, got {self.eviction!r}")
+        if self.eviction not in EVICTION_POLICIES.names():
+            raise ValueError(f"eviction must be one of {EVICTION_POLICIES.names()}, got {self.eviction!r}")
         if not isinstance(self.host_blocks, int) or isinstance(self.host_blocks, bool) or self.host_blocks < 0:
             raise ValueError(f"host_blocks must be an integer >= 0, got {self.host_blocks!r}")
         require_number(self, "warm_protect_s", lambda v: 0 <= v < math.inf, "a finite number >= 0")

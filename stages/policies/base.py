@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kvtier.registry import Registry
 from stages.requests.base import StageRequest
 
 if TYPE_CHECKING:
@@ -62,33 +63,12 @@ class SchedulingPolicy(ABC):
         return {}
 
 
-PolicyFactory = Callable[
-    ["SchedulerConfig", "InteractionView | None", "KVCacheManager | None", "SharedDevice | None"], SchedulingPolicy]
-_REGISTRY: dict[str, PolicyFactory] = {}
-
-
-def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    def wrap(factory: PolicyFactory) -> PolicyFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return wrap
-
-
-def _load() -> dict[str, PolicyFactory]:
-    from stages.policies import fcfs, urgency  # noqa: F401  (they register themselves)
-
-    return _REGISTRY
+SCHEDULING_POLICIES: Registry[SchedulingPolicy] = Registry("scheduling policy")  # factories: (config, view, kv, device)
+SCHEDULING_POLICIES.add("fcfs", "stages.policies.fcfs:FCFSPolicy")
+SCHEDULING_POLICIES.add("urgency", "stages.policies.urgency:UrgencyPolicy")
 
 
 def make_policy(config: SchedulerConfig, view: InteractionView | None = None,
                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> SchedulingPolicy:
     """The policy `config.policy` names, for a stage with this telemetry, KV and device."""
-    registry = _load()
-    if config.policy not in registry:
-        raise ValueError(f"unknown scheduling policy {config.policy!r}; choose from {sorted(registry)}")
-    return registry[config.policy](config, view, kv, device)
-
-
-def policy_names() -> list[str]:
-    return sorted(_load())
+    return SCHEDULING_POLICIES.make(config.policy, config, view, kv, device)

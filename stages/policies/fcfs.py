@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stages.policies.base import SchedulingPolicy, register_policy
+from stages.policies.base import SchedulingPolicy
 from stages.requests.base import RequestStatus, StageRequest
 
 
-@register_policy("fcfs")
 class FCFSPolicy(SchedulingPolicy):
     """Admitted requests first, then waiting ones; each group oldest arrival first. Holds nothing.
 

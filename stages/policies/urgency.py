@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from kvtier import KVCacheManager
 from stages.config import SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
-from stages.policies.base import SchedulingPolicy, register_policy
+from stages.policies.base import SchedulingPolicy
 from stages.requests.base import RequestStatus, StageRequest
 from stages.shared_device import SharedDevice
 
@@ -21,7 +21,6 @@ def _sorted(keys: list[float], requests: list[StageRequest]) -> list[StageReques
     return [requests[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
 
 
-@register_policy("urgency")
 class UrgencyPolicy(SchedulingPolicy):
     """Orders ready requests by what their listener hears, from s = view.playback(id), P = s.buffer_ms(now).
 

@@ -4,7 +4,7 @@ import pytest
 from tier_harness import (BLOCK, POLICIES, FakeClock, GatedCopier, expected, grow, idle, idle_threaded, make_tiered,
                           read, settle)
 
-from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig, eviction_policy_names
+from kvtier import EVICTION_POLICIES, HostTierConfig, KVCacheManager, KVPoolConfig
 
 
 def snapshot(kv, seqs):
@@ -252,7 +252,7 @@ def test_background_load_under_lru_uses_free_blocks_only():
 
 
 def test_eviction_policy_names_and_validation():
-    assert eviction_policy_names() == ("none", "lru", "next_use")
+    assert EVICTION_POLICIES.names() == ("none", "lru", "next_use")
     config = KVPoolConfig(num_blocks=4, num_layers=1, num_kv_heads=1, head_dim=2, block_size=BLOCK)
     with pytest.raises(ValueError, match=r"unknown eviction policy 'fifo'; choose from \['none', 'lru', 'next_use'\]"):
         KVCacheManager(config, HostTierConfig(4), "fifo")
