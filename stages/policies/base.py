@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 class SchedulingPolicy(ABC):
     """Chooses, every round, which ready requests one stage serves and in what order.
 
-    A policy is built once per scheduler with what it may consult: the stage's
-    `SchedulerConfig`, its `InteractionView` (None: no playback telemetry), its
-    `KVCacheManager` (None: a stage without KV) and the `SharedDevice` board of the
-    stages computing on its device (None: it shares the device with no one).
+    A policy is built once per scheduler with its `params` (an instance of the frozen
+    params class it is registered with in SCHEDULING_POLICIES) and what it may consult:
+    the stage's `InteractionView` (None: no playback telemetry), its `KVCacheManager`
+    (None: a stage without KV) and the `SharedDevice` board of the stages computing on
+    its device (None: it shares the device with no one).
 
     Contract:
     - `order(requests, now)` gets the requests with pending work, each with
@@ -46,9 +47,9 @@ class SchedulingPolicy(ABC):
       class, summed over rounds.
     """
 
-    def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
+    def __init__(self, params: object, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
-        self.config = config
+        self.params = params
         self.view = view
         self.kv = kv
         self.device = device
@@ -63,12 +64,19 @@ class SchedulingPolicy(ABC):
         return {}
 
 
-SCHEDULING_POLICIES: Registry[SchedulingPolicy] = Registry("scheduling policy")  # factories: (config, view, kv, device)
-SCHEDULING_POLICIES.add("fcfs", "stages.policies.fcfs:FCFSPolicy")
-SCHEDULING_POLICIES.add("urgency", "stages.policies.urgency:UrgencyPolicy")
+SCHEDULING_POLICIES: Registry[SchedulingPolicy] = Registry("scheduling policy")  # factories: (params, view, kv, device)
+SCHEDULING_POLICIES.add("fcfs", "stages.policies.fcfs:FCFSPolicy", params="stages.policies.fcfs:FCFSParams")
+SCHEDULING_POLICIES.add("urgency", "stages.policies.urgency:UrgencyPolicy",
+                        params="stages.policies.urgency:UrgencyParams")
 
 
 def make_policy(config: SchedulerConfig, view: InteractionView | None = None,
                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> SchedulingPolicy:
-    """The policy `config.policy` names, for a stage with this telemetry, KV and device."""
-    return SCHEDULING_POLICIES.make(config.policy, config, view, kv, device)
+    """The policy `config.policy` names, with `config.params` (None: its defaults), for a stage with this
+    telemetry, KV and device. ValueError for an unknown name or params of another policy."""
+    params_class = SCHEDULING_POLICIES.params(config.policy)
+    params = params_class() if config.params is None else config.params
+    if not isinstance(params, params_class):
+        raise ValueError(f"scheduling policy {config.policy!r} takes {params_class.__name__}, "
+                         f"got {type(params).__name__}")
+    return SCHEDULING_POLICIES.make(config.policy, params, view, kv, device)

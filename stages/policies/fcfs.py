@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from stages.policies.base import SchedulingPolicy
 from stages.requests.base import RequestStatus, StageRequest
+
+
+@dataclass(frozen=True)
+class FCFSParams:
+    """fcfs takes no parameters."""
 
 
 class FCFSPolicy(SchedulingPolicy):

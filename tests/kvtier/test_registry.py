@@ -10,8 +10,8 @@ from kvtier.eviction.next_use import NextUsePolicy
 from kvtier.registry import Registry
 from liveserve.admission import ADMISSION_GATES
 from stages.policies import SCHEDULING_POLICIES
-from stages.config import SchedulerConfig
-from stages.policies.fcfs import FCFSPolicy
+from stages.policies.fcfs import FCFSParams, FCFSPolicy
+from stages.policies.urgency import UrgencyParams
 
 
 def test_a_registry_makes_what_a_name_was_registered_with_importing_it_only_then():
@@ -46,7 +46,8 @@ def test_the_three_pluggable_kinds_use_it():
     assert EVICTION_POLICIES.names() == ("none", "lru", "next_use")
     assert EVICTION_POLICIES.make("none") is None and isinstance(EVICTION_POLICIES.make("next_use"), NextUsePolicy)
     assert SCHEDULING_POLICIES.names() == ("fcfs", "urgency")
-    assert isinstance(SCHEDULING_POLICIES.make("fcfs", SchedulerConfig()), FCFSPolicy)
+    assert (SCHEDULING_POLICIES.params("fcfs"), SCHEDULING_POLICIES.params("urgency")) == (FCFSParams, UrgencyParams)
+    assert isinstance(SCHEDULING_POLICIES.make("fcfs", FCFSParams()), FCFSPolicy)
     assert ADMISSION_GATES.names() == ("fixed", "aimd")
     with pytest.raises(ValueError, match=r"unknown admission policy 'pid'; choose from \['fixed', 'aimd'\]"):
         ADMISSION_GATES.make("pid")

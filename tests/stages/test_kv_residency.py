@@ -12,6 +12,7 @@ from stages.config import SamplingParams, SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
 from stages.kv_residency import RESUME_LEAD_S, KVResidency
 from stages.plan import RunnerOutput, SchedulerPlan
+from stages.policies.urgency import UrgencyParams
 from stages.requests import TurnInput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
@@ -305,7 +306,7 @@ def test_a_reply_paced_in_bursts_leaves_the_device_while_held_and_is_back_before
     clock = FakeClock()
     view = PlayingView(clock)
     scheduler, runner, kv, _ = make("next_use", num_blocks=12, preload=True, view=view, idle_offload_s=1.0,
-                                    policy="urgency", p_resume_ms=600.0)
+                                    policy="urgency", params=UrgencyParams(p_resume_ms=600.0))
     scheduler.clock = kv.clock = clock
     scheduler.add(thinker("s/a", 0.0, list(range(1, 11)), max_tokens=30, close=False))
     for _ in range(3):  # no telemetry yet: served as first audio (prefill, then two tokens)
