@@ -206,7 +206,7 @@ class StageEngine:
         if residency is None or not residency.tiered:
             return {}
         reloads = residency.counters
-        return {**self.scheduler.kv.stats, "link_gbps": self.scheduler.kv.link_gbps,
+        return {**self.scheduler.kv.tier.stats, "link_gbps": self.scheduler.kv.tier.link_gbps,
                 "reload_critical_s": reloads.critical_s, "reload_background_s": reloads.background_s,
                 "reload_bytes": reloads.loaded_bytes, "load_fallbacks": reloads.load_fallbacks}
 
@@ -238,6 +238,6 @@ class StageEngine:
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self.scheduler.kv is not None:
-            self.scheduler.kv.close()
+            self.scheduler.kv.tier.close()
         if self.trace is not None:
             self.trace.close()

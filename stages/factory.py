@@ -176,9 +176,9 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
         ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
         residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use",
                                 idle_offload_s=spec.kv.idle_offload_s, preload_at=spec.kv.preload_at)
-        if kv.link_gbps is not None:
+        if kv.tier.link_gbps is not None:
             log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
-                     spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.link_gbps)
+                     spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.tier.link_gbps)
     runner = {"encoder": EncoderRunner, "vocoder": VocoderRunner}.get(spec.kind)
     if runner is not None:
         runner = runner(model)

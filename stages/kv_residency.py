@@ -67,7 +67,7 @@ class KVResidency:
         self.protect_speaking = protect_speaking
         self.idle_offload_s = idle_offload_s
         self._next_sweep = 0.0
-        self.tiered = kv.link_gbps is not None
+        self.tiered = kv.tier.link_gbps is not None
         self.counters = ReloadCounters()
         self._waiting_since: dict[str, float] = {}
         self._hold_preloads: set[str] = set()  # held requests whose preload was asked for this hold
@@ -113,7 +113,7 @@ class KVResidency:
         if self.preload and self.view is not None:
             self._preload_predicted(dormant, now)
         if self.idle_offload_s is not None:
-            self.kv.evict_beyond(now + self.idle_offload_s)
+            self.kv.tier.evict_beyond(now + self.idle_offload_s)
 
     def _preload_predicted(self, dormant: list[StageRequest], now: float) -> None:
         kv = self.kv
@@ -167,7 +167,7 @@ class KVResidency:
         """Complete finished transfers and account for loads."""
         if not self.tiered:
             return
-        for done in self.kv.poll():
+        for done in self.kv.tier.poll():
             if done.kind == "load":
                 self._account_load(done, now)
 

@@ -104,7 +104,7 @@ class Scheduler:
     @property
     def is_waiting_on_kv(self) -> bool:
         """True while KV transfers are in flight (a ready request may be waiting for one)."""
-        return self.kv is not None and self.kv.has_transfers_in_flight
+        return self.kv is not None and self.kv.tier.has_transfers_in_flight
 
     def speech_started(self, request_id: str, lead_s: float) -> None:
         if self.residency is not None and request_id in self.requests:
@@ -208,7 +208,7 @@ class Scheduler:
         """True when the request's KV is all on the device; else it waits for a load or,
         with no room to load and nothing in flight, recomputes (preempted)."""
         resident = self.residency.ensure_resident(request, self.clock())
-        if resident is None and not self.kv.has_transfers_in_flight:
+        if resident is None and not self.kv.tier.has_transfers_in_flight:
             self._preempt(request, plan)
         return bool(resident)
 
@@ -229,7 +229,7 @@ class Scheduler:
                 return False
         shortfall = need - self.kv.num_free_blocks
         if shortfall > 0 and not self._evict(shortfall):
-            if self.residency.tiered and self.kv.has_transfers_in_flight:
+            if self.residency.tiered and self.kv.tier.has_transfers_in_flight:
                 return False
             victims = self._victims(request, ordered, plan, shortfall)
             if victims is None:
@@ -244,7 +244,7 @@ class Scheduler:
         if not self.residency.tiered:
             return False
         self.residency.refresh_hints(self._dormant, self.clock())
-        return self.kv.num_evictable_blocks() >= num_blocks and self.kv.evict(num_blocks)
+        return self.kv.tier.num_evictable_blocks() >= num_blocks and self.kv.tier.evict(num_blocks)
 
     def _victims(
         self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan, shortfall: int
