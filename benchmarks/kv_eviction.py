@@ -53,10 +53,10 @@ def build(policy: str, num_seqs: int, seed: int) -> tuple[KVCacheManager, Clock,
         kv.store(seq)
         kv.set_evictable(seq, True)
         kv.set_next_use(seq, rng.uniform(10.0, 110.0))
-    kv.worker.run_all()
-    kv.poll()
+    kv.tier.worker.run_all()
+    kv.tier.poll()
     clock.t = 10.0
-    assert kv.num_evictable_blocks() == num_blocks, kv.num_evictable_blocks()
+    assert kv.tier.num_evictable_blocks() == num_blocks, kv.tier.num_evictable_blocks()
     return kv, clock, seqs
 
 
@@ -73,9 +73,9 @@ def summary(samples_ns: list[int], per: int = 1) -> dict[str, float]:
 
 def drain(kv: KVCacheManager, per_call: int) -> list[int]:
     samples = []
-    while kv.num_evictable_blocks():
+    while kv.tier.num_evictable_blocks():
         started = time.perf_counter_ns()
-        ok = kv.evict(per_call)
+        ok = kv.tier.evict(per_call)
         samples.append(time.perf_counter_ns() - started)
         assert ok
     return samples
@@ -84,7 +84,7 @@ def drain(kv: KVCacheManager, per_call: int) -> list[int]:
 def drain_with_hints(kv: KVCacheManager, clock: Clock, seqs: list[str], policy: str, seed: int
                      ) -> tuple[list[int], list[int]]:
     rng, evicts, hints = random.Random(seed), [], []
-    while kv.num_evictable_blocks():
+    while kv.tier.num_evictable_blocks():
         seq = rng.choice(seqs)
         clock.t += 1e-3
         started = time.perf_counter_ns()
@@ -94,7 +94,7 @@ def drain_with_hints(kv: KVCacheManager, clock: Clock, seqs: list[str], policy: 
             kv.set_evictable(seq, True)
         hints.append(time.perf_counter_ns() - started)
         started = time.perf_counter_ns()
-        ok = kv.evict(1)
+        ok = kv.tier.evict(1)
         evicts.append(time.perf_counter_ns() - started)
         assert ok
     return evicts, hints

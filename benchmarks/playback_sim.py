@@ -31,6 +31,7 @@ from kvtier import KVCacheManager, KVPoolConfig
 from stages.config import SamplingParams, SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
 from stages.plan import RunnerOutput, SchedulerPlan
+from stages.policies.urgency import UrgencyParams
 from stages.requests import ThinkerRequest, TurnInput
 from stages.scheduler import Scheduler
 
@@ -261,17 +262,20 @@ class Simulation:
 
     def _sample_u2_terms(self) -> None:
         """The two terms of U for every ready, KV-holding request the urgency policy would put in U2."""
-        config, occupancy, result = self.scheduler.config, self.kv.occupancy, self.result
+        params = self.scheduler.config.params
+        if not isinstance(params, UrgencyParams):  # fcfs: where the urgency policy's defaults would put them
+            params = UrgencyParams()
+        occupancy, result = self.kv.occupancy, self.result
         for request_id, request in self.scheduler.requests.items():
             state = self.view.states.get(request_id)
             if request.num_pending == 0 or state is None or not state.started:
                 continue
             buffer_ms = state.buffer_ms(self.now)
             blocks = self.kv.num_blocks_held(request_id)
-            if config.p_safe_ms < buffer_ms < config.p_max_ms and blocks:
+            if params.p_safe_ms < buffer_ms < params.p_max_ms and blocks:
                 result.u2_samples += 1
                 result.u2_kv_term += blocks * occupancy
-                result.u2_exposure_term += (buffer_ms - config.p_safe_ms) / config.p_safe_ms
+                result.u2_exposure_term += (buffer_ms - params.p_safe_ms) / params.p_safe_ms
 
     def _idle(self) -> None:
         """Nothing to run: move to the next event, or a tick on if work is ready (buffers drain meanwhile)."""

@@ -51,6 +51,7 @@ from pathlib import Path
 from playback_sim import SimResult, Simulation, StageModel, Workload, draw_sessions
 
 from stages.config import SchedulerConfig
+from stages.policies.urgency import UrgencyParams
 
 SCENARIOS = {  # name: (workload, stage, what it stresses)
     "compute": (Workload(), StageModel(kv_blocks=640), "16 seqs per round, 640 KV blocks: compute bursts"),
@@ -58,7 +59,7 @@ SCENARIOS = {  # name: (workload, stage, what it stresses)
               "8 seqs per round, cheaper rounds: replies compete for seats"),
     "kv": (Workload(), StageModel(kv_blocks=480), "16 seqs per round, 480 KV blocks: KV pressure, preemption"),
 }
-DEFAULT = (SchedulerConfig().alpha, SchedulerConfig().beta)  # the shipped defaults
+DEFAULT = (UrgencyParams().alpha, UrgencyParams().beta)  # the shipped defaults
 COLUMNS = [  # (figure, label, decimals); lower is better for all but kv_occ
     ("underrun_pct", "underrun%", 3), ("replies_underrun_pct", "replies_und%", 1), ("ttfa_p50_s", "ttfa_p50_s", 2),
     ("ttfa_p90_s", "ttfa_p90_s", 2), ("waste_pct", "waste%", 1), ("preemptions", "preempt", 1),
@@ -127,7 +128,8 @@ def key_rank(key: str) -> float:
 def run_one(task: tuple[str, str, float, float, int]) -> tuple[str, str, int, dict[str, float]]:
     scenario, key, alpha, beta, seed = task
     workload, stage, _ = SCENARIOS[scenario]
-    config = SchedulerConfig(policy="fcfs" if key == "fcfs" else "urgency", alpha=alpha, beta=beta,
+    params = None if key == "fcfs" else UrgencyParams(alpha=alpha, beta=beta)
+    config = SchedulerConfig(policy="fcfs" if key == "fcfs" else "urgency", params=params,
                              max_num_seqs=stage.max_num_seqs, max_num_batched_tokens=stage.max_num_batched_tokens)
     simulation = Simulation(draw_sessions(workload, seed), workload, stage, config)
     return scenario, key, seed, summarize(simulation.run())

@@ -84,11 +84,12 @@ def build(policy: str, rounds: int, seed: int) -> Scheduler:
 
 def admit_all(scheduler: Scheduler) -> None:
     """One round with budgets for everyone and no telemetry: every request is prefilled and holds KV."""
-    config, view = scheduler.config, scheduler.policy.view
-    scheduler.config = replace(config, max_num_seqs=NUM_REQUESTS, max_num_batched_tokens=NUM_REQUESTS * PROMPT_TOKENS)
+    planner = scheduler.planner
+    config, view = planner.config, scheduler.policy.view
+    planner.config = replace(config, max_num_seqs=NUM_REQUESTS, max_num_batched_tokens=NUM_REQUESTS * PROMPT_TOKENS)
     scheduler.policy.view = None
     run_round(scheduler)
-    scheduler.config, scheduler.policy.view = config, view
+    planner.config, scheduler.policy.view = config, view
 
 
 def run_round(scheduler: Scheduler) -> int:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Hashable
 
 from kvtier.block_pool import BlockPool
 from kvtier.block_table import BlockTable
 from kvtier.config import HostTierConfig, KVPoolConfig
-from kvtier.eviction import make_eviction_policy
+from kvtier.device_only_tier import DeviceOnlyTier
+from kvtier.eviction import EVICTION_POLICIES
 from kvtier.kv_cache import KVCache
 from kvtier.offloader import Offloader
 from kvtier.sequence_kv import SequenceKV
-from kvtier.tier_stats import TierStats
-from kvtier.transfer_job import LOAD, TransferDone
-from kvtier.transfer_worker import TransferWorker
+from kvtier.tier import KVTier
+from kvtier.transfer_job import LOAD
 
 _NO_BLOCKS = BlockTable()  # what `table` shows for an unknown sequence: read only
 
@@ -38,28 +37,30 @@ class KVCacheManager:
     ids stay in logical positions) and dropped positions can never be read, written
     or kept again. Windows and a host tier are not combined: `drop` raises with one.
 
-    Host tier (eviction "lru" or "next_use" with a HostTierConfig; "none": none): a
-    sequence's logical blocks are a device prefix (`table(seq)`, what
-    `num_blocks_held` counts) and a suffix only on the host (`num_offloaded_blocks`).
-    Tables and slot ids are for resident sequences only; `reserve` raises on a
-    sequence that is not. Hints (`set_evictable`, `set_next_use`, `protect`) say which
-    sequences eviction may touch and in what order; hints on unknown sequences are
-    ignored. `store` backs a sequence's device blocks up on the host, `evict` frees
-    backed device blocks, `load`/`preload` bring a suffix back, `poll` completes
-    transfers (see Offloader for the protocol). A reserve past `table.num_tokens`
-    invalidates the host copy of the block it writes into and those after, so write
-    only positions you reserved and store only what is written.
+    Tiers (KVTier): `tier` is a host tier, an Offloader (eviction "lru" or "next_use"
+    with a HostTierConfig), or the DeviceOnlyTier (eviction "none"): nothing offloaded.
+    Calls about one sequence go through the manager; the tier as a whole (`evict`,
+    `poll`, `stats`, `worker`...) is asked directly. A sequence's logical blocks are a
+    device prefix (`table(seq)`, what `num_blocks_held` counts) and a suffix only on
+    the host (`num_offloaded_blocks`). Tables and slot ids are for resident sequences
+    only; `reserve` raises on a sequence that is not. Hints (`set_evictable`,
+    `set_next_use`, `protect`) say which sequences eviction may touch and in what
+    order; hints on unknown sequences are ignored. `store` backs a sequence's device
+    blocks up on the host, `load`/`preload` bring a suffix back (see Offloader for the
+    protocol). A reserve past `table.num_tokens` invalidates the host copy of the block
+    it writes into and those after, so write only positions you reserved and store only
+    what is written.
 
     Threads: every method runs on the engine thread; a worker copies bytes, and
     `on_transfer_done` is called on its thread after each transfer. `transfer_mode`
-    "inline" runs no transfer until `worker.run_chunk()`/`worker.run_all()` is called
+    "inline" runs no transfer until `tier.worker.run_chunk()`/`run_all()` is called
     (deterministic tests); the default "thread" runs them as they come.
     """
 
     def __init__(self, config: KVPoolConfig, host: HostTierConfig | None = None, eviction: str = "none",
                  clock: Callable[[], float] = time.monotonic, on_transfer_done: Callable[[], None] | None = None,
                  transfer_mode: str = "thread") -> None:
-        policy = make_eviction_policy(eviction)
+        policy = EVICTION_POLICIES.make(eviction)
         if (policy is None) != (host is None):
             need = "takes no host tier" if policy is None else "needs a host tier (HostTierConfig)"
             raise ValueError(f"eviction policy {eviction!r} {need}")
@@ -70,7 +71,7 @@ class KVCacheManager:
         self.clock = clock
         self._seqs: dict[Hashable, SequenceKV] = {}
         self._num_created = 0
-        self._offloader = None if host is None else Offloader(
+        self.tier: KVTier = DeviceOnlyTier() if host is None else Offloader(
             self.pool, self.cache, host, policy, clock, transfer_mode, on_transfer_done)
 
     @property
@@ -89,39 +90,17 @@ class KVCacheManager:
     def occupancy(self) -> float:
         return self.pool.num_used / self.pool.num_blocks
 
-    @property
-    def worker(self) -> TransferWorker | None:
-        return None if self._offloader is None else self._offloader.worker
-
-    @property
-    def link_gbps(self) -> float | None:
-        """Host <-> device rate measured at construction (pacing included); None without a host tier."""
-        return None if self._offloader is None else self._offloader.link_gbps
-
-    @property
-    def has_transfers_in_flight(self) -> bool:
-        return self._offloader is not None and self._offloader.has_transfers_in_flight
-
-    @property
-    def stats(self) -> dict[str, float]:
-        """Cumulative counters (see TierStats) and host blocks used / peak."""
-        return TierStats().as_dict() if self._offloader is None else self._offloader.stats
-
     def table(self, seq: Hashable) -> BlockTable:
         state = self._seqs.get(seq)
         return _NO_BLOCKS if state is None else state.table
 
     def num_blocks_held(self, seq: Hashable) -> int:
         """Device blocks held."""
-        state = self._seqs.get(seq)
-        return 0 if state is None else len(state.table.block_ids)
+        return len(self.table(seq).block_ids)
 
     def num_resident_tokens(self, seq: Hashable) -> int:
         """Reserved positions of `seq` whose KV is on the device (neither dropped nor offloaded)."""
-        state = self._seqs.get(seq)
-        if state is None:
-            return 0
-        table, size = state.table, self.block_size
+        table, size = self.table(seq), self.block_size
         return min(table.num_tokens, (len(table.block_ids) + table.num_dropped) * size) - table.num_dropped * size
 
     def dropped(self, seq: Hashable) -> range:
@@ -167,8 +146,8 @@ class KVCacheManager:
             raise ValueError(f"sequence {seq!r} is not resident: load it before reserving")
         if num_tokens > state.table.num_tokens:
             self._grow(state, num_tokens)
-        if state.is_evictable and self._offloader is not None:
-            self._offloader.touch(state)
+        if state.is_evictable:
+            self.tier.touch(state)
 
     def _add(self, seq: Hashable, table: BlockTable) -> None:
         self._num_created += 1
@@ -180,8 +159,8 @@ class KVCacheManager:
         needed = -(-num_tokens // size) - len(table.block_ids) - table.num_dropped
         new_blocks = self.pool.allocate(needed) if needed > 0 else None
         written = table.num_tokens // size  # the first block the coming writes touch
-        if self._offloader is not None and (len(state.host_ids) > written or state.job is not None):
-            self._offloader.invalidate(state, written)
+        if len(state.host_ids) > written or state.job is not None:
+            self.tier.invalidate(state, written)
         if new_blocks is not None:
             table.block_ids.extend(new_blocks)
         table.num_tokens = num_tokens
@@ -210,16 +189,14 @@ class KVCacheManager:
             del table.block_ids[live:]
         table.num_tokens = num_tokens
         state.num_offloaded = live - len(table.block_ids)
-        if self._offloader is not None:
-            self._offloader.invalidate(state, keep)
+        self.tier.invalidate(state, keep)
 
     def free(self, seq: Hashable) -> None:
         """Give back everything of `seq`, both tiers; cancels its transfer (blocks in a copy wait for it)."""
         state = self._seqs.pop(seq, None)
         if state is None:
             return
-        if self._offloader is not None:
-            self._offloader.drop(state)
+        self.tier.forget(state)
         self.pool.release(state.table.block_ids)
 
     def slot_ids(self, seq: Hashable, start: int, end: int) -> list[int]:
@@ -240,8 +217,7 @@ class KVCacheManager:
 
         Raises ValueError with a host tier, or with a sink count other than earlier drops'.
         """
-        if self._offloader is not None:
-            raise ValueError("dropping blocks (a window) is not combined with a host KV tier")
+        self.tier.check_drop()
         state = self._seqs.get(seq)
         if state is None:
             return 0
@@ -256,44 +232,29 @@ class KVCacheManager:
         Marking in use a sequence that a completed preload made resident counts a preload hit.
         """
         state = self._seqs.get(seq)
-        if state is not None and self._offloader is not None:
-            self._offloader.set_evictable(state, evictable)
+        if state is not None:
+            self.tier.set_evictable(state, evictable)
 
     def set_next_use(self, seq: Hashable, at: float) -> None:
         """Predicted clock time of the sequence's next use (next_use evicts the farthest first)."""
         state = self._seqs.get(seq)
-        if state is not None and self._offloader is not None and state.hint.next_use != at:
+        if state is not None and state.hint.next_use != at:
             state.hint.next_use = at
             if state.is_evictable:
-                self._offloader.refresh(state)
+                self.tier.refresh(state)
 
     def protect(self, seq: Hashable, until: float) -> None:
         """Not an eviction candidate before clock time `until` (protections only ever extend)."""
         state = self._seqs.get(seq)
-        if state is not None and self._offloader is not None and until > state.protected_until:
+        if state is not None and until > state.protected_until:
             state.protected_until = until
-            self._offloader.refresh(state)
+            self.tier.refresh(state)
 
     def store(self, seq: Hashable) -> None:
         """Start writing back the device blocks of `seq` that lack a host copy (skipped if the host is full)."""
         state = self._seqs.get(seq)
-        if state is not None and self._offloader is not None:
-            self._offloader.store(state)
-
-    def num_evictable_blocks(self) -> int:
-        """Device blocks `evict` could free now."""
-        return 0 if self._offloader is None else self._offloader.num_evictable_blocks()
-
-    def evict(self, num_blocks: int) -> bool:
-        """Free exactly `num_blocks` device blocks backed on the host, or none and False (see EvictionPolicy)."""
-        if self._offloader is None:
-            return num_blocks == 0
-        return self._offloader.evict(num_blocks)
-
-    def evict_beyond(self, horizon: float) -> int:
-        """Evict, whatever the pressure, the backed device blocks of every candidate predicted to be
-        next used after clock time `horizon` (KV that follows the conversation); how many."""
-        return 0 if self._offloader is None else self._offloader.evict_beyond(horizon)
+        if state is not None:
+            self.tier.store(state)
 
     def load(self, seq: Hashable, background: bool = False) -> bool:
         """Start bringing the offloaded suffix of `seq` back; False (nothing changed) if no room can be made.
@@ -305,7 +266,7 @@ class KVCacheManager:
         Done when `is_resident(seq)` (after `poll`).
         """
         state = self._seqs.get(seq)
-        return state is None or self._offloader is None or self._offloader.load(state, background)
+        return state is None or self.tier.load(state, background)
 
     def preload(self, seq: Hashable, lead_s: float) -> str:
         """Speech-triggered preload of `seq`, needed in about `lead_s` seconds.
@@ -316,8 +277,7 @@ class KVCacheManager:
         that completes protects its sequence for what is left of `lead_s`, at most
         `warm_protect_s`.
         """
-        state = self._seqs.get(seq)
-        return "resident" if self._offloader is None else self._offloader.preload(state, lead_s)
+        return self.tier.preload(self._seqs.get(seq), lead_s)
 
     def cancel_load(self, seq: Hashable) -> bool:
         """Cancel a background load (a running one stops after its chunk); host copies stay valid.
@@ -326,33 +286,17 @@ class KVCacheManager:
         if `seq` had no background load in flight.
         """
         state = self._seqs.get(seq)
-        return state is not None and self._offloader is not None and self._offloader.cancel_load(state)
-
-    def poll(self) -> list[TransferDone]:
-        """Complete the transfers that finished (loads become resident, stores valid); what completed."""
-        return [] if self._offloader is None else self._offloader.poll()
-
-    def wait_for_transfer(self, timeout_s: float) -> bool:
-        """Block until a finished transfer waits for `poll`, at most `timeout_s`; whether one does."""
-        return self._offloader is not None and self._offloader.wait_for_transfer(timeout_s)
-
-    def close(self) -> None:
-        """Stop the transfer worker (idempotent); transfers not run by then never run."""
-        if self._offloader is not None:
-            self._offloader.close()
+        return state is not None and self.tier.cancel_load(state)
 
     def check_integrity(self) -> None:
         self.pool.check_integrity()
         assert _NO_BLOCKS == BlockTable(), "the unknown-sequence table was written to"
-        held: Counter[int] = Counter()
-        if self._offloader is not None:
-            held = self._offloader.check_integrity(self._seqs.values())
+        held = self.tier.check_integrity(self._seqs.values())
         for seq, state in self._seqs.items():
             table = state.table
             logical = blocks_for(table.num_tokens, self.block_size)
             assert table.num_blocks + table.num_dropped + state.num_offloaded == logical, f"{seq}: table size off"
-            if table.num_dropped:
-                assert self._offloader is None and table.num_sinks <= table.num_blocks, f"{seq}: bad drop"
+            assert table.num_sinks <= table.num_blocks or not table.num_dropped, f"{seq}: bad drop"
             held.update(table.block_ids)
         for block in range(self.pool.num_blocks):
             assert self.pool.ref_count(block) == held[block], f"block {block}: ref count != tables"

@@ -13,15 +13,16 @@ from kvtier.eviction.candidates import EvictionCandidates
 from kvtier.host_tier import HostTier
 from kvtier.kv_cache import KVCache
 from kvtier.sequence_kv import SequenceKV
+from kvtier.tier import KVTier
 from kvtier.tier_stats import TierStats
 from kvtier.transfer_job import LOAD, STORE, TransferDone, TransferJob
 from kvtier.transfer_worker import TransferWorker
 
 
-class Offloader:
-    """Moves sequences' blocks between the device tier and a host tier; a policy picks eviction victims.
+class Offloader(KVTier):
+    """The host tier: moves sequences' blocks between the device and host RAM; a policy picks eviction victims.
 
-    Contract (engine thread only; the worker only copies bytes):
+    Mechanism (engine thread only; the worker only copies bytes):
     - Two-phase transfers: `store` and `load` prepare a job (allocate its destination
       blocks, take a reference on its source blocks, pin the sequence) and submit it;
       `poll` completes finished jobs (a store makes its host copies valid, a load
@@ -74,7 +75,6 @@ class Offloader:
         self.touch(state)
 
     def touch(self, state: SequenceKV) -> None:
-        """The sequence was used now (LRU order)."""
         state.hint.last_used = self.clock()
         self.refresh(state)
 
@@ -204,7 +204,7 @@ class Offloader:
                 self._cancel(state, state.job)
         self.refresh(state)
 
-    def drop(self, state: SequenceKV) -> None:
+    def forget(self, state: SequenceKV) -> None:
         """Forget a freed sequence: cancel its transfer, release its host copies."""
         if state.job is not None:
             self._cancel(state, state.job)
@@ -212,6 +212,9 @@ class Offloader:
         state.host_ids = []
         self.candidates.discard(state)
         self.host.file(state, 0)
+
+    def check_drop(self) -> None:
+        raise ValueError("dropping blocks (a window) is not combined with a host KV tier")
 
     def poll(self) -> list[TransferDone]:
         for job in self.worker.take_finished():
@@ -285,7 +288,7 @@ class Offloader:
         job, device, hosted = state.job, len(state.table.block_ids), len(state.host_ids)
         logical = device + state.num_offloaded
         assert job is None or (self._jobs.get(job) is state and not job.cancelled), f"{state.seq!r}: stale job"
-        assert hosted <= logical, f"{state.seq!r}: host copies past the end"
+        assert hosted <= logical and not state.table.num_dropped, f"{state.seq!r}: host copies past the end, or a drop"
         assert not state.num_offloaded or hosted == logical, f"{state.seq!r}: an offloaded block has no host copy"
         assert job is None or job.kind == STORE or job.first_block == device, f"{state.seq!r}: load off the suffix"
         backed = device if state.is_evictable and job is None and hosted >= device else 0

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from kvtier.block_pool import BlockPool
-from kvtier.eviction import eviction_policy_names
+from kvtier.eviction import EVICTION_POLICIES, NO_EVICTION
 from kvtier.transfer_job import STORE, TransferJob
 
 PRELOAD_OUTCOMES = ("admitted", "resident", "too_late", "no_room")
 COUNTERS = (
-    "evictions", *(f"evictions_{name}" for name in eviction_policy_names()[1:]),
+    "evictions", *(f"evictions_{name}" for name in EVICTION_POLICIES.names() if name != NO_EVICTION),
     "loads_background_bytes", "loads_background_seconds", "loads_foreground_bytes", "loads_foreground_seconds",
     "loads_cancelled", "stores_bytes", "stores_seconds", "stores_skipped", "host_copies_dropped",
     *(f"preloads_{outcome}" for outcome in PRELOAD_OUTCOMES),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import KVSpec, StageSpec, check_weights
 from stages.kinds import StageKind
+from stages.policies import SCHEDULING_POLICIES
 from stages.models.weights import CheckpointMismatch
 
 DEFAULT_CONFIG = "tiny-omni-cpu"
@@ -176,12 +177,25 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
 
 
 def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, trace: Path | None) -> StageSpec:
-    scheduler = section.section("scheduler").fill(SchedulerConfig)
+    scheduler = _read_scheduler(section.section("scheduler"))
     kv = section.section("kv").fill(KVSpec) if kind in DECODERS else None
     window = _read_window(section) if kind in DECODERS else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
                  seed=seed, checkpoint=weights, window=window, threads=threads, trace_path=trace)
+
+
+def _read_scheduler(section: Section) -> SchedulerConfig:
+    """`policy` and the budgets, and per registered policy an optional mapping of its parameters named
+    after it, each validated whichever policy is chosen (a preset may switch `policy` and keep them)."""
+    policies = SCHEDULING_POLICIES
+    params = {name: section.section(name).fill(policies.params(name)) for name in policies.names()}
+    config = section.fill(SchedulerConfig, params=None)
+    try:
+        policies.check(config.policy)
+    except ValueError as exc:
+        raise ConfigError(f"{section.path}: {exc}") from None
+    return replace(config, params=params[config.policy])
 
 
 def _read_window(section: Section) -> WindowSpec | None:

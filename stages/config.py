@@ -2,50 +2,29 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from stages.validation import require_number, require_positive_ints
+from stages.validation import require_positive_ints
 
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Per-round budgets of one stage's scheduler, the ordering policy's name and its knobs.
+    """Per-round budgets of one stage's scheduler, the name of the policy that orders its requests and
+    that policy's parameters.
 
-    The `urgency` policy reads the rest (`fcfs` ignores them): playback buffers at or
-    below `p_safe_ms` are at risk; at or above `p_yield_ms` (may be .inf: never) the
-    request is held while a listener waits for first audio or is at risk at any stage
-    on the same device; at or above `p_max_ms` (may be .inf: never) it is held until
-    playback brings it down to `p_resume_ms` (None: back under `p_max_ms`; a lower mark
-    paces in bursts, leaving a held context idle long enough to leave the device);
-    `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the utility that
-    orders the remaining requests.
+    `params` is an instance of the params class the policy is registered with (see
+    `stages.policies`: UrgencyParams for `urgency`, the empty FCFSParams for `fcfs`);
+    None: the policy's defaults. The name and the class are checked where the policy
+    is made (`make_policy`), and in YAML when the config is read.
     """
 
     policy: str = "fcfs"
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 512
-    p_safe_ms: float = 400.0
-    p_max_ms: float = 2000.0
-    p_yield_ms: float = 1000.0
-    p_resume_ms: float | None = None
-    alpha: float = 1.0
-    beta: float = 0.25
+    params: object | None = None
 
     def __post_init__(self) -> None:
-        from stages.policies import policy_names
-
         require_positive_ints(self, "max_num_seqs", "max_num_batched_tokens")
-        require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
-        for name in ("p_max_ms", "p_yield_ms"):
-            require_number(self, name, lambda v: v > self.p_safe_ms, f"a number > p_safe_ms ({self.p_safe_ms})")
-        if self.p_resume_ms is not None:
-            require_number(self, "p_resume_ms", lambda v: self.p_safe_ms < v < self.p_max_ms,
-                           f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
-        for name in ("alpha", "beta"):
-            require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-        if self.policy not in policy_names():
-            raise ValueError(f"unknown scheduling policy {self.policy!r}; choose from {policy_names()}")
 
 
 @dataclass(frozen=True)

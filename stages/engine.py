@@ -113,9 +113,10 @@ class StageEngine:
     def _integrate_residency(self) -> None:
         """Add the blocks held since the last call, times the time since, to `kv_block_seconds` (before
         every change: a step's scheduling, a batch of commands)."""
-        kv, now = self.scheduler.kv, self.scheduler.clock()
-        if kv is not None and self._held_since is not None:
-            self.stats.kv_block_seconds += kv.num_used_blocks * (now - self._held_since)
+        now = self.scheduler.clock()
+        if self._held_since is not None:
+            used, _, _ = self.scheduler.residency.block_counts()
+            self.stats.kv_block_seconds += used * (now - self._held_since)
         self._held_since = now
 
     def _execute(self, plan) -> RunnerOutput:
@@ -186,15 +187,15 @@ class StageEngine:
 
     def status(self) -> StageStatus:
         """Read from any thread; the numbers may be one step stale."""
-        kv = self.scheduler.kv
+        used, free, peak = self.scheduler.residency.block_counts()
         return StageStatus(
             name=self.name,
             num_requests=len(self.scheduler.requests),
             num_ready=self.scheduler.num_ready,
             num_preemptions=self.scheduler.num_preemptions,
-            kv_blocks_used=kv.num_used_blocks if kv else 0,
-            kv_blocks_free=kv.num_free_blocks if kv else 0,
-            kv_blocks_peak=kv.peak_used_blocks if kv else 0,
+            kv_blocks_used=used,
+            kv_blocks_free=free,
+            kv_blocks_peak=peak,
             kv_block_seconds=self.stats.kv_block_seconds,
             last_batch_size=self.stats.last_batch_size,
             num_steps=self.stats.num_steps,
@@ -202,18 +203,9 @@ class StageEngine:
             busy_s=self.stats.busy_s,
             is_idle=self._is_idle,
             policy_counters=self.scheduler.policy.counters,
-            kv_counters=self._kv_counters(),
+            kv_counters=self.scheduler.residency.kv_counters(),
             resident_tokens=dict(self._resident_tokens),
         )
-
-    def _kv_counters(self) -> dict[str, float]:
-        residency = self.scheduler.residency
-        if residency is None or not residency.tiered:
-            return {}
-        reloads = residency.counters
-        return {**self.scheduler.kv.stats, "link_gbps": self.scheduler.kv.link_gbps,
-                "reload_critical_s": reloads.critical_s, "reload_background_s": reloads.background_s,
-                "reload_bytes": reloads.loaded_bytes, "load_fallbacks": reloads.load_fallbacks}
 
     def run(self) -> None:
         """The engine thread's loop: sleep on the command queue while nothing is ready."""
@@ -242,7 +234,6 @@ class StageEngine:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self.scheduler.kv is not None:
-            self.scheduler.kv.close()
+        self.scheduler.residency.close()
         if self.trace is not None:
             self.trace.close()

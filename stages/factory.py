@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig, blocks_for, eviction_policy_names
+from kvtier import EVICTION_POLICIES, HostTierConfig, KVCacheManager, KVPoolConfig, blocks_for
 from stages.commands import Wake
 from stages.config import SchedulerConfig, WindowSpec
 from stages.engine import StageEngine
@@ -23,6 +23,7 @@ from stages.models.packed_linear import pack_linears
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.vocoder import Vocoder, VocoderConfig
 from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint
+from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
@@ -63,8 +64,8 @@ class KVSpec:
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "num_blocks", "block_size")
-        if self.eviction not in eviction_policy_names():
-            raise ValueError(f"eviction must be one of {eviction_policy_names()}, got {self.eviction!r}")
+        if self.eviction not in EVICTION_POLICIES.names():
+            raise ValueError(f"eviction must be one of {EVICTION_POLICIES.names()}, got {self.eviction!r}")
         if not isinstance(self.host_blocks, int) or isinstance(self.host_blocks, bool) or self.host_blocks < 0:
             raise ValueError(f"host_blocks must be an integer >= 0, got {self.host_blocks!r}")
         require_number(self, "warm_protect_s", lambda v: 0 <= v < math.inf, "a finite number >= 0")
@@ -167,7 +168,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     `device` (None: no one) with the other stages computing there."""
     model = build_model(spec)
     engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
-    kv = residency = None
+    kv, residency = None, NoKVResidency()
     if spec.kv is not None:
         decoder = decoder_of(spec)
         kv = KVCacheManager(KVPoolConfig(
@@ -175,16 +176,17 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
             num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim,
         ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
         residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use",
-                                idle_offload_s=spec.kv.idle_offload_s, preload_at=spec.kv.preload_at)
-        if kv.link_gbps is not None:
+                                idle_offload_s=spec.kv.idle_offload_s, preload_at=spec.kv.preload_at,
+                                window=spec.window)
+        if kv.tier.link_gbps is not None:
             log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
-                     spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.link_gbps)
+                     spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.tier.link_gbps)
     runner = {"encoder": EncoderRunner, "vocoder": VocoderRunner}.get(spec.kind)
     if runner is not None:
         runner = runner(model)
     else:
         runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
-    scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, spec.window, device)
+    scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, device)
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
     engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads, trace=trace))
     return engines[0]

@@ -1,12 +1,16 @@
-"""The scheduler's side of two-tier KV: what each request's KV is doing, hints, loads and their cost."""
+"""The residency manager of a stage with KV: room, reservations, windows, hints to the tier, loads and their cost."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kvtier import KVCacheManager, TransferDone
+from stages.config import WindowSpec
+from stages.drop_strategy import drop_strategy
 from stages.interaction import InteractionView
 from stages.requests.base import RequestStatus, StageRequest
+from stages.residency import Residency
 
 SWEEP_S = 0.1
 PRELOAD_TRIGGERS = ("speech_start", "pause")
@@ -25,21 +29,27 @@ class ReloadCounters:
     load_fallbacks: int = 0      # no room to load: the request recomputes instead
 
 
-class KVResidency:
-    """Keeps kvtier told what each request's KV is doing, and times reloads.
+class KVResidency(Residency):
+    """Manages a stage's KV for its scheduler (see Residency), keeps kvtier told what each request's
+    KV is doing, and times reloads. Without a host tier (kvtier's DeviceOnlyTier) nothing is ever
+    offloaded: every request is resident and hints change nothing.
 
+    - Room: a chunk that does not fit first evicts dormant KV to the host tier, by the
+      tier's policy, after refreshing the dormant requests' next-use hints; while
+      transfers are in flight a shortfall waits for them rather than preempting. A
+      WAITING request may evict for the `growth` it leaves, never preempt for it.
+    - Windows: `window` (None: unbounded) picks the DropStrategy that says what fits,
+      what each committed chunk frees and which truncations are refused.
     - A RUNNING request that goes dormant becomes evictable, with a next-use hint
       from the view (`now` when unknown, so sessions we know nothing about are
       evicted last), and is written back to the host tier in the background; one
       that gets work again is in use, never a victim.
-    - `ensure_resident` is asked before a RUNNING request is planned: True when all
-      its KV is on the device; otherwise it starts (or promotes) a foreground load
-      and the request waits. The wait, from the round that found the KV away to the
-      load's completion, is reload time on the critical path; load time nobody
-      waited for is off it.
-    - `held` is told which requests the policy holds for a while and when each
-      resumes: their KV becomes evictable with that next use and is written back,
-      and what left starts loading RESUME_LEAD_S before the resume. `woke` ends it.
+    - `ensure_resident` starts (or promotes) a foreground load of KV that is away.
+      The wait, from the round that found the KV away to the load's completion, is
+      reload time on the critical path; load time nobody waited for is off it.
+    - Held requests (`follow_holds`): their KV becomes evictable with their resume time
+      as next use and is written back, and what left starts loading RESUME_LEAD_S
+      before the resume; one released is in use again unless it went dormant meanwhile.
     - `speech_started` protects the request's KV for the expected lead time (when
       `protect_speaking`); with `preload` on, a background load starts once the
       user goes quiet (`speech_paused`, `preload_at` "pause"), which keeps a speaking
@@ -53,11 +63,11 @@ class KVResidency:
       With `idle_offload_s` set, it also moves to the host the KV of dormant requests
       not needed for that long, pressure or not, so that device residency follows
       the conversation; speech brings it back (preload).
-    Without a host tier every call is a no-op and every request is resident.
     """
 
-    def __init__(self, kv: KVCacheManager, view: InteractionView | None, preload: bool, protect_speaking: bool,
-                 idle_offload_s: float | None = None, preload_at: str = "pause") -> None:
+    def __init__(self, kv: KVCacheManager, view: InteractionView | None = None, preload: bool = False,
+                 protect_speaking: bool = False, idle_offload_s: float | None = None, preload_at: str = "pause",
+                 window: WindowSpec | None = None) -> None:
         if preload_at not in PRELOAD_TRIGGERS:
             raise ValueError(f"preload_at must be one of {PRELOAD_TRIGGERS}, got {preload_at!r}")
         self.kv = kv
@@ -66,29 +76,33 @@ class KVResidency:
         self.preload_at = preload_at
         self.protect_speaking = protect_speaking
         self.idle_offload_s = idle_offload_s
-        self._next_sweep = 0.0
-        self.tiered = kv.link_gbps is not None
+        self.drop = drop_strategy(window)
         self.counters = ReloadCounters()
+        self._next_sweep = 0.0
+        self._dormant: list[StageRequest] = []  # this round's, from `sweep`
+        self._held: dict[str, float] = {}  # the policy's last `resume_at`
         self._waiting_since: dict[str, float] = {}
         self._hold_preloads: set[str] = set()  # held requests whose preload was asked for this hold
         self._predicted: set[str] = set()  # dormant requests whose predicted preload was tried since they slept
 
-    def went_dormant(self, request: StageRequest, now: float) -> None:
-        if self.tiered and request.status is RequestStatus.RUNNING:
+    def woke(self, request: StageRequest) -> None:
+        self._predicted.discard(request.request_id)
+        if request.status is RequestStatus.RUNNING:
+            self.kv.set_evictable(request.request_id, False)
+
+    def committed(self, request: StageRequest, now: float) -> None:
+        self.drop.committed(self.kv, request)
+        if request.num_pending == 0 and request.is_dormant and request.status is RequestStatus.RUNNING:
             self.kv.set_evictable(request.request_id, True)
             self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
             self.kv.store(request.request_id)
 
-    def woke(self, request: StageRequest) -> None:
-        self._predicted.discard(request.request_id)
-        if self.tiered and request.status is RequestStatus.RUNNING:
-            self.kv.set_evictable(request.request_id, False)
-
-    def held(self, resume_at: dict[str, float], was_held: dict[str, float], now: float) -> None:
-        """`resume_at`: the requests held now and when each resumes; `was_held`: the last round's."""
-        if not self.tiered:
-            return
-        kv = self.kv
+    def follow_holds(self, resume_at: dict[str, float], requests: dict[str, StageRequest], now: float) -> None:
+        kv, was_held = self.kv, self._held
+        for request_id in was_held.keys() - resume_at.keys():
+            request = requests.get(request_id)
+            if request is not None and not request.is_dormant:
+                self.woke(request)
         self._hold_preloads &= resume_at.keys()
         for request_id, at in resume_at.items():
             if request_id not in was_held:
@@ -99,26 +113,27 @@ class KVResidency:
             if due and not kv.is_resident(request_id):
                 self._hold_preloads.add(request_id)  # once per hold: a miss loads on the path, when it resumes
                 kv.preload(request_id, at - now)
-
-    def refresh_hints(self, dormant: list[StageRequest], now: float) -> None:
-        """Update next-use hints of dormant residents (before choosing victims)."""
-        for request in dormant:
-            self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
+        self._held = resume_at
 
     def sweep(self, dormant: list[StageRequest], now: float) -> None:
-        if not self.tiered or now < self._next_sweep:
+        self._dormant = dormant
+        if now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_S
-        self.refresh_hints(dormant, now)
+        self._refresh_hints(now)
         if self.preload and self.view is not None:
-            self._preload_predicted(dormant, now)
+            self._preload_predicted(now)
         if self.idle_offload_s is not None:
-            self.kv.evict_beyond(now + self.idle_offload_s)
+            self.kv.tier.evict_beyond(now + self.idle_offload_s)
 
-    def _preload_predicted(self, dormant: list[StageRequest], now: float) -> None:
+    def _refresh_hints(self, now: float) -> None:
+        for request in self._dormant:
+            self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
+
+    def _preload_predicted(self, now: float) -> None:
         kv = self.kv
         reserve = FREE_RESERVE * kv.pool.num_blocks
-        for request in dormant:
+        for request in self._dormant:
             request_id = request.request_id
             at = self.view.next_use(request_id)
             if at is None or at - now > PREDICTED_LEAD_S or request_id in self._predicted:
@@ -132,10 +147,12 @@ class KVResidency:
         at = self.view.next_use(request_id) if self.view is not None else None
         return now if at is None else at
 
+    def never_fits(self, request: StageRequest, end: int) -> str | None:
+        return self.drop.never_fits(self.kv, request, end)
+
     def ensure_resident(self, request: StageRequest, now: float) -> bool | None:
-        """True: resident. False: a load is under way, wait. None: no room to load it."""
         request_id = request.request_id
-        if not self.tiered or self.kv.is_resident(request_id):
+        if self.kv.is_resident(request_id):
             return True
         if request_id not in self._waiting_since:
             if not self.kv.load(request_id):
@@ -144,30 +161,49 @@ class KVResidency:
             self._waiting_since[request_id] = now
         return False
 
+    def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:
+        kv = self.kv
+        need = kv.num_new_blocks(request.request_id, end)
+        if growth and need + growth > kv.num_free_blocks:
+            self._evict(need + growth - kv.num_free_blocks, now)
+            if need <= kv.num_free_blocks < need + growth:
+                return None
+        missing = need - kv.num_free_blocks
+        if missing <= 0 or self._evict(missing, now):
+            return 0
+        return None if kv.tier.has_transfers_in_flight else missing
+
+    def _evict(self, num_blocks: int, now: float) -> bool:
+        """Move `num_blocks` dormant device blocks to the host tier, by its policy; False: not possible."""
+        self._refresh_hints(now)
+        return self.kv.tier.num_evictable_blocks() >= num_blocks and self.kv.tier.evict(num_blocks)
+
+    def reserve(self, request_id: str, end: int) -> None:
+        self.kv.reserve(request_id, end)
+
+    def free(self, request_id: str) -> None:
+        self.kv.free(request_id)
+        self._waiting_since.pop(request_id, None)
+        self._predicted.discard(request_id)
+
+    def truncate(self, request: StageRequest, num_tokens: int) -> None:
+        self.drop.check_truncate(self.kv, request.request_id, num_tokens)
+        request.truncate(num_tokens)
+        self.kv.truncate(request.request_id, num_tokens)
+
     def speech_started(self, request_id: str, lead_s: float, now: float) -> str | None:
-        """Protect (and preload at speech start) a request whose user started speaking; the preload outcome."""
-        if not self.tiered:
-            return None
         if self.protect_speaking:
             self.kv.protect(request_id, now + lead_s)
         return self._preload(request_id, lead_s, "speech_start")
 
     def speech_paused(self, request_id: str, lead_s: float, now: float) -> str | None:
-        """Preload at a pause a request whose user went quiet; the preload outcome."""
-        return self._preload(request_id, lead_s, "pause") if self.tiered else None
+        return self._preload(request_id, lead_s, "pause")
 
     def _preload(self, request_id: str, lead_s: float, trigger: str) -> str | None:
         return self.kv.preload(request_id, lead_s) if self.preload and self.preload_at == trigger else None
 
-    def forget(self, request_id: str) -> None:
-        self._waiting_since.pop(request_id, None)
-        self._predicted.discard(request_id)
-
     def poll(self, now: float) -> None:
-        """Complete finished transfers and account for loads."""
-        if not self.tiered:
-            return
-        for done in self.kv.poll():
+        for done in self.kv.tier.poll():
             if done.kind == "load":
                 self._account_load(done, now)
 
@@ -178,3 +214,37 @@ class KVResidency:
         self.counters.background_s += max(0.0, done.seconds - waited)
         if not done.cancelled:
             self.counters.loaded_bytes += done.num_bytes
+
+    def blocks_held(self, request_id: str) -> int:
+        return self.kv.num_blocks_held(request_id)
+
+    def resident_tokens(self, request_ids: Iterable[str]) -> dict[str, int]:
+        return {request_id: self.kv.num_resident_tokens(request_id) for request_id in request_ids}
+
+    @property
+    def is_waiting_on_kv(self) -> bool:
+        return self.kv.tier.has_transfers_in_flight
+
+    def block_counts(self) -> tuple[int, int, int]:
+        return self.kv.num_used_blocks, self.kv.num_free_blocks, self.kv.peak_used_blocks
+
+    def kv_counters(self) -> dict[str, float]:
+        tier, reloads = self.kv.tier, self.counters
+        if tier.link_gbps is None:  # no host tier: nothing moves, nothing to report
+            return {}
+        return {**tier.stats, "link_gbps": tier.link_gbps, "reload_critical_s": reloads.critical_s,
+                "reload_background_s": reloads.background_s, "reload_bytes": reloads.loaded_bytes,
+                "load_fallbacks": reloads.load_fallbacks}
+
+    def close(self) -> None:
+        self.kv.tier.close()
+
+    def check_integrity(self, requests: Iterable[StageRequest]) -> None:
+        self.kv.check_integrity()
+        for request in requests:
+            held = self.kv.num_blocks_held(request.request_id)
+            assert request.num_computed >= 0, f"{request.request_id}: negative num_computed"
+            if request.status is RequestStatus.WAITING:
+                assert held == 0 and request.num_computed == 0, f"{request.request_id} waits but holds KV"
+            else:
+                assert request.num_computed <= self.kv.table(request.request_id).num_tokens, request.request_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from liveserve.admission.registry import ADMISSION_GATES
 from stages.validation import require_number, require_positive_ints
 
 
@@ -37,10 +38,7 @@ class AdmissionConfig:
     forecast_window_s: float = 10.0
 
     def __post_init__(self) -> None:
-        from liveserve.admission.registry import admission_policy_names
-
-        if self.policy not in admission_policy_names():
-            raise ValueError(f"unknown admission policy {self.policy!r}; choose from {list(admission_policy_names())}")
+        ADMISSION_GATES.check(self.policy)
         require_positive_ints(self, "initial_cap", "min_cap", "decrease_after")
         if self.initial_cap < self.min_cap:
             raise ValueError(f"initial_cap ({self.initial_cap}) must be at least min_cap ({self.min_cap})")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from liveserve.admission.config import AdmissionConfig
 
 DECISIONS = ("increase", "decrease", "hold")
 
@@ -78,6 +82,11 @@ class FixedAdmission(AdmissionGate):
     def __init__(self, max_sessions: int) -> None:
         super().__init__()
         self.max_sessions = max_sessions
+
+    @classmethod
+    def from_config(cls, config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> FixedAdmission:
+        """The gate for `max_cap` sessions (what the registry makes: the config and frame budget play no part)."""
+        return cls(max_cap)
 
     @property
     def cap(self) -> int:

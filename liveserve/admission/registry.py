@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from kvtier.registry import Registry
 
 if TYPE_CHECKING:
     from liveserve.admission.config import AdmissionConfig
     from liveserve.admission.gate import AdmissionGate
 
-GateFactory = Callable[["AdmissionConfig", float, int], "AdmissionGate"]
-
-
-def _fixed(config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> AdmissionGate:
-    from liveserve.admission.gate import FixedAdmission
-
-    return FixedAdmission(max_cap)
-
-
-def _aimd(config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> AdmissionGate:
-    from liveserve.admission.aimd import AIMDAdmission
-
-    return AIMDAdmission(config, frame_budget_s, max_cap)
-
-
-_REGISTRY: dict[str, GateFactory] = {"fixed": _fixed, "aimd": _aimd}
-
-
-def admission_policy_names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+ADMISSION_GATES: Registry[AdmissionGate] = Registry("admission policy")  # factories: (config, frame_budget_s, max_cap)
+ADMISSION_GATES.add("fixed", "liveserve.admission.gate:FixedAdmission.from_config")
+ADMISSION_GATES.add("aimd", "liveserve.admission.aimd:AIMDAdmission")
 
 
 def make_admission(config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> AdmissionGate:
     """The gate `config.policy` names, for frames of `frame_budget_s` and at most `max_cap` sessions."""
-    return _REGISTRY[config.policy](config, frame_budget_s, max_cap)
+    return ADMISSION_GATES.make(config.policy, config, frame_budget_s, max_cap)

@@ -1,5 +1,5 @@
 """Scheduling policies chosen by name."""
 
-from stages.policies.base import SchedulingPolicy, make_policy, policy_names, register_policy
+from stages.policies.base import SCHEDULING_POLICIES, SchedulingPolicy, make_policy
 
-__all__ = ["SchedulingPolicy", "make_policy", "policy_names", "register_policy"]
+__all__ = ["SCHEDULING_POLICIES", "SchedulingPolicy", "make_policy"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kvtier.registry import Registry
 from stages.requests.base import StageRequest
 
 if TYPE_CHECKING:
@@ -18,10 +19,11 @@ if TYPE_CHECKING:
 class SchedulingPolicy(ABC):
     """Chooses, every round, which ready requests one stage serves and in what order.
 
-    A policy is built once per scheduler with what it may consult: the stage's
-    `SchedulerConfig`, its `InteractionView` (None: no playback telemetry), its
-    `KVCacheManager` (None: a stage without KV) and the `SharedDevice` board of the
-    stages computing on its device (None: it shares the device with no one).
+    A policy is built once per scheduler with its `params` (an instance of the frozen
+    params class it is registered with in SCHEDULING_POLICIES) and what it may consult:
+    the stage's `InteractionView` (None: no playback telemetry), its `KVCacheManager`
+    (None: a stage without KV) and the `SharedDevice` board of the stages computing on
+    its device (None: it shares the device with no one).
 
     Contract:
     - `order(requests, now)` gets the requests with pending work, each with
@@ -45,9 +47,9 @@ class SchedulingPolicy(ABC):
       class, summed over rounds.
     """
 
-    def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
+    def __init__(self, params: object, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
-        self.config = config
+        self.params = params
         self.view = view
         self.kv = kv
         self.device = device
@@ -62,33 +64,19 @@ class SchedulingPolicy(ABC):
         return {}
 
 
-PolicyFactory = Callable[
-    ["SchedulerConfig", "InteractionView | None", "KVCacheManager | None", "SharedDevice | None"], SchedulingPolicy]
-_REGISTRY: dict[str, PolicyFactory] = {}
-
-
-def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    def wrap(factory: PolicyFactory) -> PolicyFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return wrap
-
-
-def _load() -> dict[str, PolicyFactory]:
-    from stages.policies import fcfs, urgency  # noqa: F401  (they register themselves)
-
-    return _REGISTRY
+SCHEDULING_POLICIES: Registry[SchedulingPolicy] = Registry("scheduling policy")  # factories: (params, view, kv, device)
+SCHEDULING_POLICIES.add("fcfs", "stages.policies.fcfs:FCFSPolicy", params="stages.policies.fcfs:FCFSParams")
+SCHEDULING_POLICIES.add("urgency", "stages.policies.urgency:UrgencyPolicy",
+                        params="stages.policies.urgency:UrgencyParams")
 
 
 def make_policy(config: SchedulerConfig, view: InteractionView | None = None,
                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> SchedulingPolicy:
-    """The policy `config.policy` names, for a stage with this telemetry, KV and device."""
-    registry = _load()
-    if config.policy not in registry:
-        raise ValueError(f"unknown scheduling policy {config.policy!r}; choose from {sorted(registry)}")
-    return registry[config.policy](config, view, kv, device)
-
-
-def policy_names() -> list[str]:
-    return sorted(_load())
+    """The policy `config.policy` names, with `config.params` (None: its defaults), for a stage with this
+    telemetry, KV and device. ValueError for an unknown name or params of another policy."""
+    params_class = SCHEDULING_POLICIES.params(config.policy)
+    params = params_class() if config.params is None else config.params
+    if not isinstance(params, params_class):
+        raise ValueError(f"scheduling policy {config.policy!r} takes {params_class.__name__}, "
+                         f"got {type(params).__name__}")
+    return SCHEDULING_POLICIES.make(config.policy, params, view, kv, device)

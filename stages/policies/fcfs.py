@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from stages.policies.base import SchedulingPolicy, register_policy
+from stages.policies.base import SchedulingPolicy
 from stages.requests.base import RequestStatus, StageRequest
 
 
-@register_policy("fcfs")
+@dataclass(frozen=True)
+class FCFSParams:
+    """fcfs takes no parameters."""
+
+
 class FCFSPolicy(SchedulingPolicy):
     """Admitted requests first, then waiting ones; each group oldest arrival first. Holds nothing.
 

@@ -2,14 +2,47 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kvtier import KVCacheManager
-from stages.config import SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
-from stages.policies.base import SchedulingPolicy, register_policy
+from stages.policies.base import SchedulingPolicy
 from stages.requests.base import RequestStatus, StageRequest
 from stages.shared_device import SharedDevice
+from stages.validation import require_number
+
+
+@dataclass(frozen=True)
+class UrgencyParams:
+    """The urgency policy's parameters (YAML: `scheduler.urgency`).
+
+    Playback buffers at or below `p_safe_ms` are at risk; at or above `p_yield_ms` (may
+    be .inf: never) the request is held while a listener waits for first audio or is at
+    risk at any stage on the same device; at or above `p_max_ms` (may be .inf: never) it
+    is held until playback brings it down to `p_resume_ms` (None: back under `p_max_ms`;
+    a lower mark paces in bursts, leaving a held context idle long enough to leave the
+    device); `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the
+    utility that orders the remaining requests.
+    """
+
+    p_safe_ms: float = 400.0
+    p_max_ms: float = 2000.0
+    p_yield_ms: float = 1000.0
+    p_resume_ms: float | None = None
+    alpha: float = 1.0
+    beta: float = 0.25
+
+    def __post_init__(self) -> None:
+        require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
+        for name in ("p_max_ms", "p_yield_ms"):
+            require_number(self, name, lambda v: v > self.p_safe_ms, f"a number > p_safe_ms ({self.p_safe_ms})")
+        if self.p_resume_ms is not None:
+            require_number(self, "p_resume_ms", lambda v: self.p_safe_ms < v < self.p_max_ms,
+                           f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
+        for name in ("alpha", "beta"):
+            require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 
 
 def _no_telemetry(request_id: str) -> PlaybackState | None:
@@ -21,7 +54,6 @@ def _sorted(keys: list[float], requests: list[StageRequest]) -> list[StageReques
     return [requests[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
 
 
-@register_policy("urgency")
 class UrgencyPolicy(SchedulingPolicy):
     """Orders ready requests by what their listener hears, from s = view.playback(id), P = s.buffer_ms(now).
 
@@ -51,9 +83,9 @@ class UrgencyPolicy(SchedulingPolicy):
     `fallbacks` (no telemetry, ordered as U1), `held` and `yielded`.
     """
 
-    def __init__(self, config: SchedulerConfig, view: InteractionView | None = None,
+    def __init__(self, params: UrgencyParams, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
-        super().__init__(config, view, kv, device)
+        super().__init__(params, view, kv, device)
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
         self.num_fallbacks = self.num_held = self.num_yielded = 0
         self._slot = device.join() if device is not None else None
@@ -63,12 +95,12 @@ class UrgencyPolicy(SchedulingPolicy):
             self._report(False)
             self.resume_at = {}
             return []
-        config = self.config
-        p_safe, p_max = config.p_safe_ms, config.p_max_ms
-        exposure = config.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
-        p_resume = config.p_resume_ms  # None: no bursts, and no KV leaves for a hold
+        params = self.params
+        p_safe, p_max = params.p_safe_ms, params.p_max_ms
+        exposure = params.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
+        p_resume = params.p_resume_ms  # None: no bursts, and no KV leaves for a hold
         was_held, resume_at = self.resume_at, {}
-        pressure = config.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
+        pressure = params.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
         blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
         playback = self.view.playback if self.view is not None else _no_telemetry
         running = RequestStatus.RUNNING
@@ -104,7 +136,7 @@ class UrgencyPolicy(SchedulingPolicy):
         self._report(waiting_here)
         yielding = waiting_here or (self.device is not None and self.device.listener_waiting)
         if yielding:
-            kept = [i for i, buffer_ms in enumerate(u2_buffers) if buffer_ms < config.p_yield_ms]
+            kept = [i for i, buffer_ms in enumerate(u2_buffers) if buffer_ms < params.p_yield_ms]
             u2_keys, u2, num_yielded = [u2_keys[i] for i in kept], [u2[i] for i in kept], len(u2) - len(kept)
         else:
             num_yielded = 0

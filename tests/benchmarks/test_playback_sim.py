@@ -9,6 +9,7 @@ from playback_sim import Reply, Simulation, SessionPlan, StageModel, Turn, Workl
 from urgency_alpha_beta import setting_key, summarize
 
 from stages.config import SchedulerConfig
+from stages.policies.urgency import UrgencyParams
 
 MS = 240.0  # audio per token
 FLAT = StageModel(step_base_s=0.1, step_per_token_s=0.0)  # every round takes 0.1 s
@@ -69,7 +70,8 @@ def test_scaling_alpha_and_beta_together_runs_the_same_policy():
                                                Turn(20, 25, 0.5))) for i in range(12)]
     stage = StageModel(max_num_seqs=4, kv_blocks=40)  # overloaded, and short of KV
     # Nothing yields and little is held, so U2 is long enough for its order to matter.
-    configs = [SchedulerConfig(policy="urgency", alpha=a, beta=b, p_yield_ms=math.inf, p_max_ms=math.inf)
+    configs = [SchedulerConfig(policy="urgency", params=UrgencyParams(alpha=a, beta=b, p_yield_ms=math.inf,
+                                                                      p_max_ms=math.inf))
                for a, b in ((1.0, 1.0), (4.0, 4.0), (1.0, 0.25))]
     runs = [summarize(Simulation(sessions, Workload(), stage, config).run()) for config in configs]
     assert runs[0] == runs[1] and runs[2] != runs[0]  # the same ratio, the same run; another ratio, another

@@ -92,7 +92,7 @@ def test_a_host_tier_refuses_to_drop():
     with pytest.raises(ValueError, match="host KV tier"):
         kv.drop("a", 0, 16)
     assert kv.num_blocks_held("a") == 5
-    kv.close()
+    kv.tier.close()
 
 
 def test_resident_tokens_count_device_positions():

@@ -72,26 +72,26 @@ def test_random_two_tier_operations_keep_integrity_and_contents(policy, host_blo
         elif op in ("foreground", "background"):
             kv.load(s, background=op == "background")
         elif op == "evict":
-            evictable, free = kv.num_evictable_blocks(), kv.num_free_blocks
+            evictable, free = kv.tier.num_evictable_blocks(), kv.num_free_blocks
             n %= 5
-            assert kv.evict(n) == (n <= evictable)  # exactly n, or nothing
+            assert kv.tier.evict(n) == (n <= evictable)  # exactly n, or nothing
             assert kv.num_free_blocks == free + (n if n <= evictable else 0)
         elif op == "run":
-            kv.worker.run_chunk()
+            kv.tier.worker.run_chunk()
         elif op == "settle":
-            kv.worker.run_all()
-            kv.poll()
+            kv.tier.worker.run_all()
+            kv.tier.poll()
         elif op == "tick":
             clock.t += n % 3
         else:
-            {"store": kv.store, "cancel": kv.cancel_load, "poll": lambda _: kv.poll(),
+            {"store": kv.store, "cancel": kv.cancel_load, "poll": lambda _: kv.tier.poll(),
              "preload": lambda x: kv.preload(x, n % 2), "next_use": lambda x: kv.set_next_use(x, float(n)),
              "protect": lambda x: kv.protect(x, float(n))}[op](s)
         kv.check_integrity()
         model.check()
-    kv.worker.run_all()
-    kv.poll()
+    kv.tier.worker.run_all()
+    kv.tier.poll()
     for s in SEQS:
         kv.free(s)
     kv.check_integrity()
-    assert kv.num_free_blocks == 6 and kv.stats["host_blocks_used"] == 0 and not kv.has_transfers_in_flight
+    assert kv.num_free_blocks == 6 and kv.tier.stats["host_blocks_used"] == 0 and not kv.tier.has_transfers_in_flight

@@ -69,8 +69,8 @@ def expected(kv: KVCacheManager, seq: str) -> list[list[float]]:
 
 def settle(kv: KVCacheManager):
     """Run every queued transfer and complete it; the TransferDone records."""
-    kv.worker.run_all()
-    done = kv.poll()
+    kv.tier.worker.run_all()
+    done = kv.tier.poll()
     kv.check_integrity()
     return done
 
@@ -103,9 +103,9 @@ def idle_threaded(kv: KVCacheManager, seq: str, num_tokens: int) -> None:
     grow(kv, seq, num_tokens)
     kv.set_evictable(seq, True)
     kv.store(seq)
-    kv.worker.copier.release.set()
-    while kv.has_transfers_in_flight:
-        kv.wait_for_transfer(5.0)
-        kv.poll()
-    kv.worker.copier.started.clear()
-    kv.worker.copier.release.clear()
+    kv.tier.worker.copier.release.set()
+    while kv.tier.has_transfers_in_flight:
+        kv.tier.wait_for_transfer(5.0)
+        kv.tier.poll()
+    kv.tier.worker.copier.started.clear()
+    kv.tier.worker.copier.release.clear()

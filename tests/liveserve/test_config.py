@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from config_variant import write_variant
 from liveserve.config import load_config
+from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
+from stages.policies.fcfs import FCFSParams
+from stages.policies.urgency import UrgencyParams
 
 
 def test_default_config_loads():
@@ -40,8 +45,8 @@ def test_default_config_loads():
          r"runtime: placement must be one of \('processes', 'threads'\), got 'ray'"),
         (lambda d: d["stages"]["thinker"]["kv"].update(preload_at="speech_end"),
          r"stages\.thinker\.kv: preload_at must be one of \('speech_start', 'pause'\), got 'speech_end'"),
-        (lambda d: d["stages"]["thinker"]["scheduler"].update(p_resume_ms=2500),
-         r"stages\.thinker\.scheduler: p_resume_ms must be a number between p_safe_ms"),
+        (lambda d: d["stages"]["thinker"]["scheduler"].update(urgency={"p_resume_ms": 2500}),
+         r"stages\.thinker\.scheduler\.urgency: p_resume_ms must be a number between p_safe_ms"),
     ],
 )
 def test_config_mistakes_name_the_field(tmp_path, edit, message):
@@ -60,3 +65,37 @@ def test_unreadable_config_files(tmp_path):
     listed.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_config(listed)
+
+
+def test_each_policys_parameters_are_a_mapping_named_after_it_and_the_chosen_ones_go_in(tmp_path):
+    assert load_config().pipeline.thinker.scheduler.params == UrgencyParams()  # the default config: urgency
+    paced = load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"]["scheduler"].update(
+        urgency={"p_safe_ms": 300, "p_resume_ms": 600})))
+    assert paced.pipeline.thinker.scheduler.params == UrgencyParams(p_safe_ms=300.0, p_resume_ms=600.0)
+    assert paced.pipeline.talker.scheduler.params == UrgencyParams()
+    switched = load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"]["scheduler"].update(
+        policy="fcfs", urgency={"p_safe_ms": 300})))  # a preset switches the policy; urgency's stay valid
+    assert switched.pipeline.thinker.scheduler.policy == "fcfs"
+    assert switched.pipeline.thinker.scheduler.params == FCFSParams()
+    overridden = load_config(overrides=[Override.parse("stages.talker.scheduler.urgency.p_max_ms=.inf")])
+    assert overridden.pipeline.talker.scheduler.params == UrgencyParams(p_max_ms=math.inf)
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "message"),
+    [
+        ({"policy": "fcfs", "urgency": {"p_safe_ms": 0}},
+         r"stages\.thinker\.scheduler\.urgency: p_safe_ms must be a finite number > 0, got 0"),
+        ({"urgency": {"p_yield_ms": "soon"}}, r"stages\.thinker\.scheduler\.urgency\.p_yield_ms: expected float"),
+        ({"urgency": {"p_saf_ms": 300}},
+         r"stages\.thinker\.scheduler\.urgency\.p_saf_ms: unknown field \(did you mean 'p_safe_ms'\?\)"),
+        ({"fcfs": {"p_safe_ms": 300}}, r"stages\.thinker\.scheduler\.fcfs\.p_safe_ms: unknown field"),
+        ({"p_safe_ms": 300}, r"stages\.thinker\.scheduler\.p_safe_ms: unknown field"),
+        ({"params": {}}, r"stages\.thinker\.scheduler\.params: unknown field"),
+        ({"policy": "edf"},
+         r"stages\.thinker\.scheduler: unknown scheduling policy 'edf'; choose from \['fcfs', 'urgency'\]"),
+    ],
+)
+def test_scheduler_parameter_mistakes_name_the_field(tmp_path, scheduler, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"]["scheduler"].update(scheduler)))

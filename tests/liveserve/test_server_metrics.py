@@ -90,7 +90,7 @@ def test_kv_tier_figures_are_exported_for_stages_with_a_host_tier():
         tiered.submit(AddRequest(request))
         for _ in range(5):
             tiered.step()  # the session goes dormant and is written back
-        tiered.scheduler.kv.wait_for_transfer(5.0)
+        tiered.scheduler.kv.tier.wait_for_transfer(5.0)
         tiered.submit(SpeechStarted("s", lead_s=1.0))
         tiered.submit(SpeechPaused("s", lead_s=0.25))  # resident: nothing to preload
         tiered.step()

@@ -12,6 +12,7 @@ from stages.config import SamplingParams, SchedulerConfig
 from stages.interaction import InteractionView, PlaybackState
 from stages.kv_residency import RESUME_LEAD_S, KVResidency
 from stages.plan import RunnerOutput, SchedulerPlan
+from stages.policies.urgency import UrgencyParams
 from stages.requests import TurnInput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
@@ -79,9 +80,9 @@ def run(scheduler: Scheduler, runner: KVWritingRunner, kv: KVCacheManager, round
         scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
         scheduler.check_integrity()
         plans.append(plan)
-        if kv.worker is not None:
-            kv.worker.run_all()
-        if scheduler.num_ready == 0 and not kv.has_transfers_in_flight:
+        if kv.tier.worker is not None:
+            kv.tier.worker.run_all()
+        if scheduler.num_ready == 0 and not kv.tier.has_transfers_in_flight:
             scheduler.schedule()  # completes the last transfers
             break
     return plans
@@ -103,12 +104,12 @@ def three_sessions(scheduler: Scheduler, runner, kv) -> None:
 def test_pressure_moves_dormant_sessions_to_the_host_instead_of_recomputing(eviction):
     scheduler, runner, kv, clock = make(eviction, num_blocks=12)
     three_sessions(scheduler, runner, kv)
-    assert kv.num_used_blocks == 9 and kv.stats["stores_bytes"] > 0  # dormant, and written back
+    assert kv.num_used_blocks == 9 and kv.tier.stats["stores_bytes"] > 0  # dormant, and written back
     scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))  # needs 6 blocks: 3 free
     run(scheduler, runner, kv)
     assert scheduler.num_preemptions == 0
     offloaded = [seq for seq in ("s/a", "s/b", "s/c") if kv.num_offloaded_blocks(seq)]
-    assert offloaded and kv.stats["evictions"] >= 3
+    assert offloaded and kv.tier.stats["evictions"] >= 3
     victim = offloaded[0]
     clock.t = 2.0
     next_turn(scheduler, victim, [7, 8])  # its next turn: the KV comes back before anything runs
@@ -123,7 +124,7 @@ def test_without_a_host_tier_pressure_preempts_and_recomputes():
     three_sessions(scheduler, runner, kv)
     scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))
     run(scheduler, runner, kv)
-    assert kv.link_gbps is None and scheduler.num_preemptions >= 1
+    assert kv.tier.link_gbps is None and scheduler.num_preemptions >= 1
     dropped = [seq for seq in ("s/a", "s/b", "s/c") if kv.num_blocks_held(seq) == 0]
     assert dropped and all(scheduler.requests[seq].num_computed == 0 for seq in dropped)  # to be recomputed
 
@@ -155,7 +156,7 @@ def test_a_turn_whose_kv_is_away_waits_for_the_load_on_the_critical_path():
     assert "s/a" not in [c.request.request_id for c in plan.chunks] and scheduler.is_waiting_on_kv
     scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
     clock.t = 2.25  # the copy takes a while
-    kv.worker.run_all()
+    kv.tier.worker.run_all()
     run(scheduler, runner, kv)
     assert scheduler.residency.counters.critical_s == pytest.approx(0.25)
     assert scheduler.residency.counters.background_s == pytest.approx(0.0, abs=0.01)
@@ -178,14 +179,14 @@ def test_speech_preloads_offloaded_kv_off_the_critical_path_and_the_turn_hits_it
     assert kv.num_offloaded_blocks("s/a") == 3
     clock.t = 2.0
     scheduler.speech_started("s/a", lead_s=1.5)
-    assert kv.stats["preloads_admitted"] == 1
-    kv.worker.run_all()
+    assert kv.tier.stats["preloads_admitted"] == 1
+    kv.tier.worker.run_all()
     scheduler.schedule()  # completes the preload
     assert kv.is_resident("s/a")
     clock.t = 3.5
     next_turn(scheduler, "s/a", [7, 8])
     run(scheduler, runner, kv)
-    assert kv.stats["preloads_hit"] == 1
+    assert kv.tier.stats["preloads_hit"] == 1
     assert scheduler.residency.counters.critical_s == 0.0 and scheduler.residency.counters.loaded_bytes > 0
 
 
@@ -195,19 +196,19 @@ def test_preload_at_pause_leaves_a_speaking_users_kv_away_until_they_go_quiet():
     a_offloaded_with_room_to_return(scheduler, runner, kv, view)
     clock.t = 2.0
     scheduler.speech_started("s/a", lead_s=1.5)  # speaking: protected, but nothing loads yet
-    kv.worker.run_all()
+    kv.tier.worker.run_all()
     scheduler.schedule()
-    assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
+    assert kv.num_offloaded_blocks("s/a") == 3 and kv.tier.stats["preloads_admitted"] == 0
     clock.t = 3.0
     scheduler.speech_paused("s/a", lead_s=0.25)  # quiet: the turn is a quarter of a second away
-    assert kv.stats["preloads_admitted"] == 1
-    kv.worker.run_all()
+    assert kv.tier.stats["preloads_admitted"] == 1
+    kv.tier.worker.run_all()
     scheduler.schedule()
     assert kv.is_resident("s/a")
     clock.t = 3.25
     next_turn(scheduler, "s/a", [7, 8])
     run(scheduler, runner, kv)
-    assert kv.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
+    assert kv.tier.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
 
 
 def test_a_context_comes_back_before_its_predicted_next_use_into_free_room():
@@ -217,20 +218,20 @@ def test_a_context_comes_back_before_its_predicted_next_use_into_free_room():
     a_offloaded_with_room_to_return(scheduler, runner, kv, view)  # a next used at 50 s; 6 blocks free
     clock.t = 48.0
     scheduler.schedule()  # 2 s away: beyond the lead, a stays on the host
-    assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
+    assert kv.num_offloaded_blocks("s/a") == 3 and kv.tier.stats["preloads_admitted"] == 0
     clock.t = 49.2
     scheduler.schedule()  # within PREDICTED_LEAD_S: a background load, tried once
     clock.t = 49.4
     scheduler.schedule()
-    assert kv.stats["preloads_admitted"] == 1
-    kv.worker.run_all()
+    assert kv.tier.stats["preloads_admitted"] == 1
+    kv.tier.worker.run_all()
     clock.t = 49.6
     scheduler.schedule()
     assert kv.is_resident("s/a")
     clock.t = 50.0
     next_turn(scheduler, "s/a", [7, 8])
     run(scheduler, runner, kv)
-    assert kv.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
+    assert kv.tier.stats["preloads_hit"] == 1 and scheduler.residency.counters.critical_s == 0.0
 
 
 def test_a_predicted_preload_takes_only_free_room_beyond_the_reserve():
@@ -243,7 +244,8 @@ def test_a_predicted_preload_takes_only_free_room_beyond_the_reserve():
     clock.t = 49.5
     scheduler.schedule()  # a's 3 blocks would leave no free block (the reserve is 1.2): a waits for its turn
     assert kv.num_offloaded_blocks("s/a") == 3
-    assert kv.stats["preloads_admitted"] == kv.stats["preloads_no_room"] == 0  # nothing tried, nothing evicted
+    stats = kv.tier.stats
+    assert stats["preloads_admitted"] == stats["preloads_no_room"] == 0  # nothing tried, nothing evicted
     assert kv.num_offloaded_blocks("s/e") == 0
 
 
@@ -252,7 +254,7 @@ def test_preload_at_speech_start_ignores_pauses():
     scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view, preload_at="speech_start")
     a_offloaded_with_room_to_return(scheduler, runner, kv, view)
     scheduler.speech_paused("s/a", lead_s=0.25)
-    assert kv.num_offloaded_blocks("s/a") == 3 and kv.stats["preloads_admitted"] == 0
+    assert kv.num_offloaded_blocks("s/a") == 3 and kv.tier.stats["preloads_admitted"] == 0
 
 
 def test_an_unknown_preload_trigger_is_refused_by_name():
@@ -271,7 +273,7 @@ def test_dormant_kv_not_needed_soon_leaves_the_device_without_pressure():
     assert kv.num_used_blocks == 3 and scheduler.num_preemptions == 0
     scheduler.speech_started("s/c", lead_s=2.0)  # c's user speaks, then goes quiet: c comes back off the
     scheduler.speech_paused("s/c", lead_s=0.25)  # critical path
-    kv.worker.run_all()
+    kv.tier.worker.run_all()
     clock.t = 1.05
     scheduler.schedule()
     assert kv.is_resident("s/c") and not kv.is_resident("s/a")
@@ -297,7 +299,7 @@ def one_round(scheduler: Scheduler, runner: KVWritingRunner, kv: KVCacheManager)
     scheduler.check_integrity()
     scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
     scheduler.check_integrity()
-    kv.worker.run_all()
+    kv.tier.worker.run_all()
     return plan
 
 
@@ -305,7 +307,7 @@ def test_a_reply_paced_in_bursts_leaves_the_device_while_held_and_is_back_before
     clock = FakeClock()
     view = PlayingView(clock)
     scheduler, runner, kv, _ = make("next_use", num_blocks=12, preload=True, view=view, idle_offload_s=1.0,
-                                    policy="urgency", p_resume_ms=600.0)
+                                    policy="urgency", params=UrgencyParams(p_resume_ms=600.0))
     scheduler.clock = kv.clock = clock
     scheduler.add(thinker("s/a", 0.0, list(range(1, 11)), max_tokens=30, close=False))
     for _ in range(3):  # no telemetry yet: served as first audio (prefill, then two tokens)
@@ -322,5 +324,5 @@ def test_a_reply_paced_in_bursts_leaves_the_device_while_held_and_is_back_before
     assert kv.is_resident("s/a") and kv.num_blocks_held("s/a") == held_blocks
     clock.t = 1.95  # P = 0.55 s: under p_resume, a burst runs on the KV it left with
     assert [c.request.request_id for c in one_round(scheduler, runner, kv).chunks] == ["s/a"]
-    assert scheduler.residency.counters.critical_s == 0.0 and kv.stats["preloads_hit"] == 1
+    assert scheduler.residency.counters.critical_s == 0.0 and kv.tier.stats["preloads_hit"] == 1
     assert scheduler.num_preemptions == 0

@@ -10,6 +10,7 @@ from kvtier import KVCacheManager, blocks_for
 from stages.commands import AbortRequest, AddRequest, StopGeneration
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.engine import StageEngine
+from stages.kv_residency import KVResidency
 from stages.plan import RunnerOutput, SchedulerPlan
 from stages.requests import ThinkerRequest, TurnInput
 from stages.runners.base import ModelRunner
@@ -53,7 +54,7 @@ class WindowFakeRunner(ModelRunner):
 def windowed(num_blocks: int, window: WindowSpec | None, max_tokens: int = 8, max_seqs: int = 8):
     kv = make_kv(num_blocks)
     scheduler = Scheduler(SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=max_tokens), kv, FakeClock(),
-                          window=window)
+                          residency=KVResidency(kv, window=window))
     return scheduler, WindowFakeRunner(kv, window or WindowSpec(tokens=10**9)), kv
 
 

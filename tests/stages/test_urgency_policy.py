@@ -11,6 +11,8 @@ from stages.factory import KVSpec, StageSpec, build_engine
 from stages.interaction import InteractionView, PlaybackState
 from stages.models.decoder_config import DecoderConfig
 from stages.policies import make_policy
+from stages.policies.fcfs import FCFSParams
+from stages.policies.urgency import UrgencyParams
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
 from stages.requests import RequestStatus, TurnInput
@@ -40,8 +42,8 @@ def ready(rid: str, arrival: float, since: float):
     return request
 
 
-def urgency(view: InteractionView | None, kv=None, **config):
-    return make_policy(SchedulerConfig(policy="urgency", **config), view, kv)
+def urgency(view: InteractionView | None, kv=None, **params):
+    return make_policy(SchedulerConfig(policy="urgency", params=UrgencyParams(**params)), view, kv)
 
 
 def ids(requests) -> list[str]:
@@ -66,17 +68,23 @@ def ids(requests) -> list[str]:
 ])
 def test_urgency_parameters_are_validated_by_name(field, value, message):
     with pytest.raises(ValueError) as error:
-        SchedulerConfig(policy="urgency", **{field: value})
+        UrgencyParams(**{field: value})
     assert str(error.value) == message
 
 
-def test_urgency_parameter_defaults_and_fcfs_accepts_them():
-    config = SchedulerConfig()
-    assert (config.p_safe_ms, config.p_yield_ms, config.p_max_ms) == (400.0, 1000.0, 2000.0)
-    assert (config.alpha, config.beta) == (1.0, 0.25)
-    assert SchedulerConfig(policy="fcfs", p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
+def test_urgency_parameter_defaults_and_a_policy_gets_its_own_params():
+    params = UrgencyParams()
+    assert (params.p_safe_ms, params.p_yield_ms, params.p_max_ms) == (400.0, 1000.0, 2000.0)
+    assert (params.alpha, params.beta) == (1.0, 0.25)
+    assert UrgencyParams(p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
+    assert make_policy(SchedulerConfig(policy="urgency")).params == params  # None: the policy's defaults
+    assert make_policy(SchedulerConfig()).params == FCFSParams()
+    given = UrgencyParams(p_safe_ms=100, p_max_ms=math.inf)
+    assert make_policy(SchedulerConfig(policy="urgency", params=given)).params is given
     with pytest.raises(ValueError, match="unknown scheduling policy 'edf'; choose from \\['fcfs', 'urgency'\\]"):
-        SchedulerConfig(policy="edf")
+        make_policy(SchedulerConfig(policy="edf"))
+    with pytest.raises(ValueError, match="scheduling policy 'fcfs' takes FCFSParams, got UrgencyParams"):
+        make_policy(SchedulerConfig(policy="fcfs", params=params))
 
 
 # ---------------------------------------------------------------- classes and order within them

@@ -8,6 +8,7 @@ import torch
 from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
+from stages.kv_residency import KVResidency
 from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM, RotaryEmbedding
@@ -129,7 +130,8 @@ def test_windowed_thinker_through_scheduler_equals_dense_windowed_greedy(tokens,
     init_deterministic(model, seed=1)
     # 64 blocks of 4: freed blocks go to the back of the free list and are not handed out again in this run.
     kv = KVCacheManager(KVPoolConfig(num_blocks=64, num_layers=2, num_kv_heads=2, head_dim=16, block_size=4))
-    scheduler = Scheduler(SchedulerConfig(max_num_batched_tokens=8), kv, clock=lambda: 0.0, window=window)
+    scheduler = Scheduler(SchedulerConfig(max_num_batched_tokens=8), kv, clock=lambda: 0.0,
+                          residency=KVResidency(kv, window=window))
     for i, (rid, prompt) in enumerate(PROMPTS.items()):
         request = ThinkerRequest(rid, float(i), frozenset(), max_position=math.inf)
         request.append(TurnInput(prompt, sampling=SamplingParams(temperature=0.0, max_tokens=generate)), close=True)

@@ -1,0 +1,90 @@
+"""One round's batch: the policy's order walked within the budgets, in chunks, each with its KV."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stages.config import SchedulerConfig
+from stages.plan import ScheduledChunk, SchedulerPlan
+from stages.preemptor import Preemptor
+from stages.requests.base import RequestStatus, StageRequest
+from stages.residency import Residency
+
+
+class BatchPlanner:
+    """Plans the chunks of one round from the policy's order.
+
+    It walks the order giving each request as many pending positions as the token
+    budget left allows (a long prefill is chunked across rounds) until
+    `max_num_batched_tokens` or `max_num_seqs` is reached; a planned request is
+    admitted (RUNNING) and stamped `last_scheduled_time`. Before a chunk is planned
+    its KV is reserved (ask, then commit): a request that could never fit fails (via
+    `fail`); an admitted request whose KV is away waits for it to load, or, with no
+    room to load it and nothing in flight, is preempted to recompute; a chunk the
+    residency manager cannot make room for preempts the Preemptor's victims, or waits.
+    A WAITING request leaves one block of growth for every admitted request still to
+    plan this round (it may evict dormant KV for them, never preempt): otherwise a new
+    request ordered first takes the blocks running ones were about to decode into,
+    and they preempt each other.
+    """
+
+    def __init__(self, config: SchedulerConfig, residency: Residency, preemptor: Preemptor,
+                 clock: Callable[[], float], fail: Callable[[StageRequest, str], None]) -> None:
+        self.config = config
+        self.residency = residency
+        self.preemptor = preemptor
+        self.clock = clock
+        self.fail = fail
+        self._growth = 0  # admitted requests still to plan in this round
+
+    def plan(self, ordered: list[StageRequest], plan: SchedulerPlan) -> None:
+        """Append to `plan` the chunks of this round, and the requests preempted for them."""
+        budget = self.config.max_num_batched_tokens
+        running = RequestStatus.RUNNING
+        self._growth = sum(r.status is running for r in ordered)
+        for request in ordered:
+            if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
+                break
+            self._growth -= request.status is running
+            chunk = self._plan_chunk(request, budget, ordered, plan)
+            if chunk is not None:
+                plan.chunks.append(chunk)
+                budget -= chunk.num_tokens
+                request.status = running
+                request.last_scheduled_time = plan.now
+
+    def _plan_chunk(self, request: StageRequest, budget: int, ordered: list[StageRequest],
+                    plan: SchedulerPlan) -> ScheduledChunk | None:
+        num_tokens = request.num_schedulable(budget)
+        if num_tokens <= 0 or request.status is RequestStatus.FINISHED:
+            return None
+        end = request.num_computed + num_tokens
+        problem = self.residency.never_fits(request, end)
+        if problem is not None:
+            self.fail(request, problem)
+            return None
+        if request.status is RequestStatus.RUNNING and not self._resident(request, plan):
+            return None
+        if not self._reserve(request, end, ordered, plan):
+            return None
+        return ScheduledChunk(request, request.num_computed, num_tokens)
+
+    def _resident(self, request: StageRequest, plan: SchedulerPlan) -> bool:
+        resident = self.residency.ensure_resident(request, self.clock())
+        if resident is None and not self.residency.is_waiting_on_kv:
+            self.preemptor.preempt(request, plan)
+        return bool(resident)
+
+    def _reserve(self, request: StageRequest, end: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
+        growth = self._growth if request.status is RequestStatus.WAITING else 0
+        shortfall = self.residency.shortfall(request, end, growth, self.clock())
+        if shortfall is None:
+            return False
+        if shortfall > 0:
+            victims = self.preemptor.victims(request, ordered, plan, shortfall)
+            if victims is None:
+                return False
+            for victim in victims:
+                self.preemptor.preempt(victim, plan)
+        self.residency.reserve(request.request_id, end)
+        return True

@@ -1,0 +1,52 @@
+"""Preemption: whom to take KV from when the pool runs dry, and taking it."""
+
+from __future__ import annotations
+
+from stages.plan import SchedulerPlan
+from stages.requests.base import RequestStatus, StageRequest
+from stages.residency import Residency
+
+
+class Preemptor:
+    """Chooses victims among a stage's requests and preempts them.
+
+    Victims are admitted (RUNNING) requests that hold KV and are not planned this
+    round: residents with no pending work first, least recently scheduled first; for
+    a RUNNING request then also active ones, those the policy held (left out of its
+    order) first, then from the end of the order. A WAITING request preempts idle
+    residents only. Preempting frees the victim's KV and sends it back to WAITING, to
+    recompute from position 0.
+    """
+
+    def __init__(self, requests: dict[str, StageRequest], residency: Residency) -> None:
+        self.requests = requests
+        self.residency = residency
+        self.num_preemptions = 0
+
+    def victims(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan,
+                shortfall: int) -> list[StageRequest] | None:
+        """The fewest victims, in preemption order, that free `shortfall` blocks for `request`; None if
+        all of them would not (then nobody is preempted in vain)."""
+        held = self.residency.blocks_held
+        planned = {c.request.request_id for c in plan.chunks} | {request.request_id}
+        holders = [r for r in self.requests.values()
+                   if r.status is RequestStatus.RUNNING and r.request_id not in planned and held(r.request_id)]
+        candidates = sorted((r for r in holders if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
+        if request.status is RequestStatus.RUNNING:  # then active ones: held first, then from the end of the order
+            rank = {r.request_id: i for i, r in enumerate(ordered)}
+            active = [r for r in holders if r.num_pending > 0]
+            candidates += sorted(active, key=lambda r: rank.get(r.request_id, len(rank)), reverse=True)
+        victims, freed = [], 0
+        for victim in candidates:
+            if freed >= shortfall:
+                break
+            victims.append(victim)
+            freed += held(victim.request_id)
+        return victims if freed >= shortfall else None
+
+    def preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
+        self.residency.free(victim.request_id)
+        victim.reset_computed()
+        victim.status = RequestStatus.WAITING
+        plan.preempted.append(victim.request_id)
+        self.num_preemptions += 1

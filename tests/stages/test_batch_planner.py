@@ -1,0 +1,110 @@
+"""The batch planner and the preemptor on their own, on a fake clock: a round's chunks from a given order,
+and whom a shortfall preempts."""
+
+import pytest
+from scheduler_harness import FakeClock, make_kv, thinker
+
+from stages.batch_planner import BatchPlanner
+from stages.config import SchedulerConfig
+from stages.kv_residency import KVResidency
+from stages.no_kv_residency import NoKVResidency
+from stages.plan import ScheduledChunk, SchedulerPlan
+from stages.preemptor import Preemptor
+from stages.requests import RequestStatus
+
+
+def planner_for(residency, requests: dict, max_tokens: int = 8, max_seqs: int = 8):
+    """A planner over `residency`, its preemptor over `requests`, and the requests it failed (id, message)."""
+    failed = []
+    preemptor = Preemptor(requests, residency)
+    config = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=max_tokens)
+    planner = BatchPlanner(config, residency, preemptor, FakeClock(), lambda r, m: failed.append((r.request_id, m)))
+    return planner, preemptor, failed
+
+
+def chunks(plan: SchedulerPlan) -> list[tuple[str, int, int]]:
+    return [(c.request.request_id, c.start, c.num_tokens) for c in plan.chunks]
+
+
+def resident(requests: dict, residency: KVResidency, rid: str, tokens: int, pending: bool, last: float = 0.0):
+    """An admitted request holding the KV of `tokens` positions, with work pending or idle."""
+    request = thinker(rid, 0.0, list(range(tokens + 1 if pending else tokens)), max_tokens=None, close=False)
+    residency.reserve(rid, tokens)
+    request.num_computed, request.status, request.last_scheduled_time = tokens, RequestStatus.RUNNING, last
+    requests[rid] = request
+    return request
+
+
+def test_the_order_is_walked_within_the_token_and_sequence_budgets_in_chunks():
+    requests = {rid: thinker(rid, 0.0, [1] * n, None, close=False) for rid, n in (("a", 5), ("b", 6), ("c", 2))}
+    planner, _, failed = planner_for(NoKVResidency(), requests, max_tokens=8, max_seqs=2)
+    plan = SchedulerPlan(now=3.0)
+    planner.plan([requests["b"], requests["a"], requests["c"]], plan)
+    assert chunks(plan) == [("b", 0, 6), ("a", 0, 2)]  # b whole, a's prefill chunked; c: two seqs already
+    running, waiting = RequestStatus.RUNNING, RequestStatus.WAITING
+    assert [r.status for r in requests.values()] == [running, running, waiting]
+    assert requests["a"].last_scheduled_time == requests["b"].last_scheduled_time == 3.0 and failed == []
+    planner.plan([], plan)
+    assert len(plan.chunks) == 2  # nothing ordered, nothing planned
+
+
+def test_a_request_that_can_never_fit_fails_and_the_walk_goes_on():
+    kv = make_kv(2)  # 8 tokens of KV
+    requests = {rid: thinker(rid, 0.0, [1] * n, None, close=False) for rid, n in (("big", 9), ("ok", 3))}
+    planner, _, failed = planner_for(KVResidency(kv), requests)
+    plan = SchedulerPlan()
+    planner.plan(list(requests.values()), plan)
+    assert failed == [("big", "needs 9 tokens of KV; the pool holds 8")] and chunks(plan) == [("ok", 0, 3)]
+    assert kv.num_blocks_held("ok") == 1 and kv.num_blocks_held("big") == 0  # reserved before planned
+
+
+@pytest.mark.parametrize("run_ordered, planned", [(True, [("run", 4, 1)]), (False, [("new", 0, 4)])])
+def test_a_waiting_request_leaves_a_block_of_growth_to_each_admitted_one_still_to_plan(run_ordered, planned):
+    kv = make_kv(2)
+    residency, requests = KVResidency(kv), {}
+    running = resident(requests, residency, "run", 4, pending=True)  # its next position needs the last block
+    new = requests["new"] = thinker("new", 0.0, [3] * 4, max_tokens=None, close=False)
+    planner, _, _ = planner_for(residency, requests)
+    plan = SchedulerPlan()
+    planner.plan([new, running] if run_ordered else [new], plan)  # new first: it takes the block only if run
+    assert chunks(plan) == planned and plan.preempted == []          # is not to be planned after it
+
+
+def test_idle_residents_go_first_least_recently_scheduled_first():
+    kv = make_kv(4)
+    residency, requests = KVResidency(kv), {}
+    resident(requests, residency, "recent", 4, pending=False, last=2.0)
+    resident(requests, residency, "old", 4, pending=False, last=1.0)
+    active = resident(requests, residency, "active", 8, pending=True)
+    preemptor = Preemptor(requests, residency)
+    waiting = thinker("w", 0.0, [1] * 4, max_tokens=None)
+    assert preemptor.victims(waiting, [], SchedulerPlan(), 1) == [requests["old"]]
+    assert preemptor.victims(waiting, [], SchedulerPlan(), 2) == [requests["old"], requests["recent"]]
+    assert preemptor.victims(waiting, [], SchedulerPlan(), 3) is None  # a waiting request never takes an active one
+    assert preemptor.victims(active, [active], SchedulerPlan(), 3) is None  # the asking request is never its own victim
+
+
+def test_a_running_request_may_preempt_active_ones_held_first_then_from_the_end_of_the_order():
+    kv = make_kv(6)
+    residency, requests = KVResidency(kv), {}
+    first, second, held = (resident(requests, residency, rid, 8, pending=True) for rid in ("first", "second", "held"))
+    asking = thinker("asking", 0.0, [1] * 4, max_tokens=None)
+    asking.status = RequestStatus.RUNNING
+    preemptor = Preemptor(requests, residency)
+    order = [asking, first, second]  # held was left out of the order
+    assert preemptor.victims(asking, order, SchedulerPlan(), 2) == [held]
+    assert preemptor.victims(asking, order, SchedulerPlan(), 3) == [held, second]
+    plan = SchedulerPlan()
+    plan.chunks.append(ScheduledChunk(second, 8, 1))  # planned this round: not a victim
+    assert preemptor.victims(asking, order, plan, 3) == [held, first]
+
+
+def test_preempting_frees_the_kv_and_sends_the_request_back_to_wait():
+    kv = make_kv(4)
+    residency, requests = KVResidency(kv), {}
+    victim = resident(requests, residency, "v", 8, pending=True)
+    preemptor, plan = Preemptor(requests, residency), SchedulerPlan()
+    preemptor.preempt(victim, plan)
+    assert (victim.status, victim.num_computed, kv.num_blocks_held("v")) == (RequestStatus.WAITING, 0, 0)
+    assert plan.preempted == ["v"] and preemptor.num_preemptions == 1 and "v" in requests
+    residency.check_integrity(requests.values())
