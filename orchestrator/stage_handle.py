@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from orchestrator.playback_board import BoardChange
 from orchestrator.wire import Channel
@@ -16,11 +16,14 @@ from stages.engine import StageStatus
 from stages.factory import StageSpec
 from stages.plan import StageOutput
 
-if TYPE_CHECKING:
-    from orchestrator.process_placement import ProcessPlacement
-
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
+
+
+class CommandSender(Protocol):
+    """How a handle's commands reach its process (the ProcessPlacement, which orders them with board changes)."""
+
+    def send_commands(self, handle: StageProcess, commands: list[Command]) -> None: ...
 
 
 class StageProcess:
@@ -33,7 +36,7 @@ class StageProcess:
     down: `down_reason` says why, every command sent fails at once with it, and `is_up` is false.
     """
 
-    def __init__(self, spec: StageSpec, emit: Callable[[list[StageOutput]], None], placement: ProcessPlacement,
+    def __init__(self, spec: StageSpec, emit: Callable[[list[StageOutput]], None], placement: CommandSender,
                  on_death: Callable[[StageProcess], None]) -> None:
         self.spec, self.name, self.emit, self.placement, self.on_death = spec, spec.name, emit, placement, on_death
         self.process: multiprocessing.Process | None = None

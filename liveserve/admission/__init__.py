@@ -2,9 +2,9 @@
 
 from liveserve.admission.config import AdmissionConfig
 from liveserve.admission.forecast import SaturationForecast
-from liveserve.admission.gate import DECISIONS, Adjustment, AdmissionGate, FixedAdmission
+from liveserve.admission.gate import DECISIONS, Adjustment, AdmissionGate, FixedAdmission, make_admission
 from liveserve.admission.kv_watch import KVWatch
-from liveserve.admission.registry import ADMISSION_GATES, make_admission
+from liveserve.admission.registry import ADMISSION_GATES
 
 __all__ = ["ADMISSION_GATES", "DECISIONS", "AdmissionConfig", "AdmissionGate", "Adjustment", "FixedAdmission",
            "KVWatch", "SaturationForecast", "make_admission"]

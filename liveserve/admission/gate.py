@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from liveserve.admission.registry import ADMISSION_GATES
+
 if TYPE_CHECKING:
     from liveserve.admission.config import AdmissionConfig
 
@@ -91,3 +93,8 @@ class FixedAdmission(AdmissionGate):
     @property
     def cap(self) -> int:
         return self.max_sessions
+
+
+def make_admission(config: AdmissionConfig, frame_budget_s: float, max_cap: int) -> AdmissionGate:
+    """The gate `config.policy` names, for frames of `frame_budget_s` and at most `max_cap` sessions."""
+    return ADMISSION_GATES.make(config.policy, config, frame_budget_s, max_cap)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from orchestrator.interaction_events import ContextFull
+
+MAX_EVENT_ID_CHARS = 256
+
 
 class RealtimeError(Exception):
     """An error the client caused; becomes an `error` event shaped like OpenAI's."""
@@ -42,3 +46,27 @@ def lone_surrogate_at(event: object) -> str | None:
         elif isinstance(value, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
     return None
+
+
+def event_id_of(event: dict) -> str | None:
+    """The client's event id to echo in an error: a short string, else none."""
+    event_id = event.get("event_id")
+    return event_id if isinstance(event_id, str) and len(event_id) <= MAX_EVENT_ID_CHARS else None
+
+
+class refusal:
+    """A context in which the controller's ValueError/KeyError (a request it cannot honour) becomes an
+    error event with `code` and `param`."""
+
+    def __init__(self, code: str, param: str) -> None:
+        self.code, self.param = code, param
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if isinstance(exc, (KeyError, ValueError)) and not isinstance(exc, RealtimeError):
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            code = "invalid_value" if isinstance(exc, ContextFull) else self.code
+            raise RealtimeError(code, str(message), self.param) from None
+        return False

@@ -10,13 +10,13 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-import numpy as np
 from starlette.websockets import WebSocketDisconnect
 
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.duplex_link import DuplexLink, duplex_request
-from liveserve.realtime.errors import RealtimeError, lone_surrogate_at, require, shown
+from liveserve.realtime.errors import RealtimeError, event_id_of, lone_surrogate_at, refusal, require, shown
 from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16
+from liveserve.realtime.items import parse_user_item
 from liveserve.realtime.interaction_events import translate
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
@@ -26,12 +26,10 @@ from liveserve.realtime.settings import (
     SessionSettings, apply_update, beta_session, ga_session, response_overrides, turn_request, turn_taking,
 )
 from orchestrator.events import UnheardWork
-from orchestrator.interaction_events import ContextFull, InteractionEvent
+from orchestrator.interaction_events import InteractionEvent
 from orchestrator.orchestrator import Orchestrator
 
 MIN_COMMIT_MS = 100.0
-MAX_ID_CHARS = 256
-MAX_ITEM_AUDIO_S = 120.0
 INLINE_DECODE_CHARS = 64_000  # base64 audio up to this (~1 s) is decoded on the event loop
 CHARS_PER_TOKEN_BOUND = 16  # text longer than this many characters per context position cannot fit
 log = logging.getLogger(__name__)
@@ -101,7 +99,7 @@ class RealtimeSession:
         event_id = None
         try:
             event = self._parse(raw)
-            event_id = _event_id(event)
+            event_id = event_id_of(event)
             handler = HANDLERS.get(event["type"])
             require(handler is not None, "unknown_event", f"unknown event type {shown(event['type'])}", "type")
             result = handler(self, event)
@@ -146,7 +144,7 @@ class RealtimeSession:
             require(len(settings.instructions) <= self.max_text_chars, "invalid_value", "instructions are longer "
                     f"than the model's context could hold ({len(settings.instructions)} characters)",
                     "session.instructions")
-            with _refusal("conversation_busy", "session.instructions"):
+            with refusal("conversation_busy", "session.instructions"):
                 self.controller.set_instructions(settings.instructions)
         self.settings = self._response_settings = settings
         self.controller.configure(turn_taking(settings), turn_request(settings))
@@ -173,7 +171,7 @@ class RealtimeSession:
         require(buffer.room(len(samples) * 2 // 3 + 1), "input_audio_buffer_full", f"the input audio buffer holds at "
                 f"most {buffer.max_samples // 16000} s; commit or clear it", "audio")
         pcm16k = await asyncio.to_thread(self.resampler.process, samples) if big else self.resampler.process(samples)
-        with _refusal("invalid_value", "item_id"):  # speech over a reply may cut an item the client edited
+        with refusal("invalid_value", "item_id"):  # speech over a reply may cut an item the client edited
             await self.controller.feed_audio(pcm16k)
 
     def on_commit(self, event: dict) -> None:
@@ -188,35 +186,11 @@ class RealtimeSession:
     # conversation items
 
     def on_item_create(self, event: dict) -> None:
-        item = event.get("item")
-        require(isinstance(item, dict), "missing_required_parameter", "item must be an object", "item")
-        require(item.get("type", "message") == "message", "unsupported_item", "only message items are supported", "item.type")
-        require(item.get("role") == "user", "unsupported_item", "only user messages can be created", "item.role")
-        content = item.get("content")
-        require(isinstance(content, list) and content, "missing_required_parameter", "item.content must be a non-empty list", "item.content")
-        texts, audio = [], []
-        for i, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind in ("input_text", "text"):
-                require(isinstance(part.get("text"), str), "invalid_type", "text must be a string", f"item.content[{i}].text")
-                texts.append(part["text"])
-            elif kind == "input_audio":
-                audio.append(Resampler24to16().process(decode_pcm16(part.get("audio"))))
-            else:
-                raise RealtimeError("invalid_value", f"unsupported content type {shown(kind)}", f"item.content[{i}].type")
-        item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
-        require(len(item_id) <= MAX_ID_CHARS, "invalid_value", f"item.id may be at most {MAX_ID_CHARS} characters",
-                "item.id")
-        text = "\n".join(texts)
-        require(len(text) <= self.max_text_chars, "invalid_value", f"the item's text is longer than the model's "
-                f"context could hold ({len(text)} characters)", "item.content")
-        audio_s = sum(len(a) for a in audio) / 16000
-        require(audio_s <= MAX_ITEM_AUDIO_S, "audio_too_long", f"an item may carry at most {MAX_ITEM_AUDIO_S:g} s "
-                f"of audio, got {audio_s:.0f} s", "item.content")
-        require(self.conversation.get(item_id) is None, "duplicate_item_id", f"item {shown(item_id)} already exists", "item.id")
-        parts = [{"type": "input_text", "text": t} for t in texts] + [{"type": "input_audio", "transcript": None}] * len(audio)
-        self.add_user_item(item_id, parts)
-        self.controller.add_user_item(item_id, np.concatenate(audio) if audio else None, text)
+        item = parse_user_item(event.get("item"), self.max_text_chars)
+        require(self.conversation.get(item.item_id) is None, "duplicate_item_id",
+                f"item {shown(item.item_id)} already exists", "item.id")
+        self.add_user_item(item.item_id, item.content)
+        self.controller.add_user_item(item.item_id, item.audio_16k, item.text)
 
     def add_user_item(self, item_id: str, content: list[dict]) -> None:
         """The client's view of a new user item (the controller is told separately)."""
@@ -231,7 +205,7 @@ class RealtimeSession:
         require(event.get("content_index", 0) == 0, "invalid_value", "content_index must be 0", "content_index")
         ok = isinstance(end_ms, (int, float)) and not isinstance(end_ms, bool) and 0 <= end_ms <= item.audio_ms + 1e-6
         require(ok, "invalid_value", f"audio_end_ms must be within the item's {item.audio_ms:.0f} ms of audio", "audio_end_ms")
-        with _refusal("invalid_value", "item_id"):
+        with refusal("invalid_value", "item_id"):
             self.controller.truncate_item(item_id, end_ms)
 
     def on_item_retrieve(self, event: dict) -> None:
@@ -251,7 +225,7 @@ class RealtimeSession:
         require(item is not None, "item_not_found", f"no item {shown(item_id)}", "item_id")
         require(self.response is None or self.response.item is not item, "invalid_value",
                 "the item of the response in progress cannot be deleted", "item_id")
-        with _refusal("conversation_busy", "item_id"):
+        with refusal("conversation_busy", "item_id"):
             self.controller.delete_item(item_id)
         self.conversation.remove(item_id)
         self.emit("conversation.item.deleted", item_id=item_id)
@@ -309,30 +283,6 @@ class RealtimeSession:
         await self.controller.close()
         self._outbox.put_nowait(None)
         await asyncio.gather(self._writer, return_exceptions=True)
-
-
-def _event_id(event: dict) -> str | None:
-    """The client's event id to echo in an error: a short string, else none."""
-    event_id = event.get("event_id")
-    return event_id if isinstance(event_id, str) and len(event_id) <= MAX_ID_CHARS else None
-
-
-class _refusal:
-    """A context in which the controller's ValueError/KeyError (a request it cannot honour) becomes an
-    error event with `code` and `param`."""
-
-    def __init__(self, code: str, param: str) -> None:
-        self.code, self.param = code, param
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, traceback) -> bool:
-        if isinstance(exc, (KeyError, ValueError)) and not isinstance(exc, RealtimeError):
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            code = "invalid_value" if isinstance(exc, ContextFull) else self.code
-            raise RealtimeError(code, str(message), self.param) from None
-        return False
 
 
 HANDLERS: dict[str, Callable[[RealtimeSession, dict], object]] = {

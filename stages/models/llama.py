@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from stages.models.attention import AttentionBatch, paged_attention
+from stages.models.attention import paged_attention
+from stages.models.attention_batch import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
 from stages.models.packed_linear import FusedLinears, PackedLinear
 

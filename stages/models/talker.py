@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from stages.models.attention import AttentionBatch
+from stages.models.attention_batch import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
 from stages.models.packed_linear import PackedLinear
 from stages.validation import require_positive_ints

@@ -9,7 +9,7 @@ import torch
 
 from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
-from stages.models.attention import build_attention_batch
+from stages.models.attention_batch import build_attention_batch
 from stages.models.kernels import paged_decode
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import TalkerRequest, ThinkerRequest

@@ -6,7 +6,8 @@ import torch
 from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
-from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
+from stages.models.attention import paged_attention
+from stages.models.attention_batch import DECODE_RUN_POSITIONS, build_attention_batch
 from stages.models.decoder_config import DecoderConfig
 from stages.models.kernels import paged_decode
 from stages.models.llama import LlamaForCausalLM

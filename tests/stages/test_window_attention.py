@@ -9,7 +9,8 @@ from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.kv_residency import KVResidency
-from stages.models.attention import DECODE_RUN_POSITIONS, build_attention_batch, paged_attention
+from stages.models.attention import paged_attention
+from stages.models.attention_batch import DECODE_RUN_POSITIONS, build_attention_batch
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM, RotaryEmbedding
 from stages.models.weights import init_deterministic

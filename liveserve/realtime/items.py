@@ -1,0 +1,52 @@
+"""A user item a client creates (`conversation.item.create`), checked and read into what the controller takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from liveserve.realtime.errors import RealtimeError, require, shown
+from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16
+from liveserve.realtime.naming import new_id
+
+MAX_ID_CHARS = 256
+MAX_ITEM_AUDIO_S = 120.0
+
+
+@dataclass(frozen=True)
+class UserItem:
+    item_id: str
+    content: list[dict]  # as the conversation shows it
+    text: str
+    audio_16k: np.ndarray | None
+
+
+def parse_user_item(item: object, max_text_chars: int) -> UserItem:
+    """A user message of text and audio parts; RealtimeError naming the field for anything else."""
+    require(isinstance(item, dict), "missing_required_parameter", "item must be an object", "item")
+    require(item.get("type", "message") == "message", "unsupported_item", "only message items are supported", "item.type")
+    require(item.get("role") == "user", "unsupported_item", "only user messages can be created", "item.role")
+    content = item.get("content")
+    require(isinstance(content, list) and content, "missing_required_parameter", "item.content must be a non-empty list",
+            "item.content")
+    texts, audio = [], []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "text"):
+            require(isinstance(part.get("text"), str), "invalid_type", "text must be a string", f"item.content[{i}].text")
+            texts.append(part["text"])
+        elif kind == "input_audio":
+            audio.append(Resampler24to16().process(decode_pcm16(part.get("audio"))))
+        else:
+            raise RealtimeError("invalid_value", f"unsupported content type {shown(kind)}", f"item.content[{i}].type")
+    item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
+    require(len(item_id) <= MAX_ID_CHARS, "invalid_value", f"item.id may be at most {MAX_ID_CHARS} characters", "item.id")
+    text = "\n".join(texts)
+    require(len(text) <= max_text_chars, "invalid_value", f"the item's text is longer than the model's context could "
+            f"hold ({len(text)} characters)", "item.content")
+    audio_s = sum(len(a) for a in audio) / 16000
+    require(audio_s <= MAX_ITEM_AUDIO_S, "audio_too_long", f"an item may carry at most {MAX_ITEM_AUDIO_S:g} s of audio, "
+            f"got {audio_s:.0f} s", "item.content")
+    parts = [{"type": "input_text", "text": t} for t in texts] + [{"type": "input_audio", "transcript": None}] * len(audio)
+    return UserItem(item_id, parts, text, np.concatenate(audio) if audio else None)
