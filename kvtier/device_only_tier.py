@@ -56,10 +56,10 @@ class DeviceOnlyTier(KVTier):
     def store(self, state: SequenceKV) -> None:
         pass
 
-    def load(self, state: SequenceKV, background: bool) -> bool:
+    def load(self, state: SequenceKV, background: bool, keep_free: int = 0) -> bool:
         return True
 
-    def preload(self, state: SequenceKV | None, lead_s: float) -> str:
+    def preload(self, state: SequenceKV | None, lead_s: float, keep_free: int = 0) -> str:
         return "resident"
 
     def cancel_load(self, state: SequenceKV) -> bool:

@@ -268,8 +268,9 @@ class KVCacheManager:
         state = self._seqs.get(seq)
         return state is None or self.tier.load(state, background)
 
-    def preload(self, seq: Hashable, lead_s: float) -> str:
-        """Speech-triggered preload of `seq`, needed in about `lead_s` seconds.
+    def preload(self, seq: Hashable, lead_s: float, keep_free: int = 0) -> str:
+        """Speech-triggered preload of `seq`, needed in about `lead_s` seconds, leaving `keep_free`
+        device blocks free (room for what runs meanwhile).
 
         "admitted": a background load started (or one is already in flight);
         "resident": nothing is offloaded; "too_late": at the measured link rate the
@@ -277,7 +278,7 @@ class KVCacheManager:
         that completes protects its sequence for what is left of `lead_s`, at most
         `warm_protect_s`.
         """
-        return self.tier.preload(self._seqs.get(seq), lead_s)
+        return self.tier.preload(self._seqs.get(seq), lead_s, keep_free)
 
     def cancel_load(self, seq: Hashable) -> bool:
         """Cancel a background load (a running one stops after its chunk); host copies stay valid.

@@ -126,8 +126,9 @@ class Offloader(KVTier):
         self.device_pool.share(src)
         self._submit(state, TransferJob(state.seq, STORE, True, src, self.host.pool.allocate(count), first))
 
-    def load(self, state: SequenceKV, background: bool) -> bool:
-        """Bring the offloaded suffix back, evicting others for room; False (nothing changed) if there is none."""
+    def load(self, state: SequenceKV, background: bool, keep_free: int = 0) -> bool:
+        """Bring the offloaded suffix back, evicting others for room (and for `keep_free` blocks more);
+        False (nothing changed) if there is none."""
         job = state.job
         if job is not None and job.kind == LOAD:
             if job.background and not background:
@@ -136,7 +137,7 @@ class Offloader(KVTier):
         count = state.num_offloaded
         if count == 0:
             return True
-        short = count - self.device_pool.num_free
+        short = count + keep_free - self.device_pool.num_free
         if short > 0:
             self.candidates.discard(state)
             if not self.evict(short, state if background else None):
@@ -160,7 +161,7 @@ class Offloader(KVTier):
         self.refresh(state)
         self.worker.submit(job)
 
-    def preload(self, state: SequenceKV | None, lead_s: float) -> str:
+    def preload(self, state: SequenceKV | None, lead_s: float, keep_free: int = 0) -> str:
         """Start a background load if it can finish within `lead_s` (see KVCacheManager.preload)."""
         if state is None or not state.num_offloaded:
             outcome = "resident"
@@ -168,7 +169,7 @@ class Offloader(KVTier):
             return "admitted"  # a load is already on its way: nothing new to count
         elif state.num_offloaded * self.bytes_per_block * 8 / (self.link_gbps * 1e9) > lead_s:
             outcome = "too_late"
-        elif not self.load(state, background=True):
+        elif not self.load(state, background=True, keep_free=keep_free):
             outcome = "no_room"
         else:
             outcome = "admitted"

@@ -25,7 +25,8 @@ class KVTier(ABC):
       is what it could free now; `evict_beyond(horizon)` evicts every candidate next
       used after `horizon`, whatever the pressure, and says how many blocks.
     - `store`, `load` (False: no room, nothing changed), `preload` (an outcome, see
-      KVCacheManager.preload) and `cancel_load` (False: no background load) start or
+      KVCacheManager.preload; it leaves `keep_free` device blocks free) and `cancel_load`
+      (False: no background load) start or
       stop transfers, which `poll` completes (what completed) and `wait_for_transfer`
       waits for (at most `timeout_s`; whether one waits for `poll`).
     - `check_drop()` raises ValueError where blocks may not be dropped in place (a window).
@@ -74,10 +75,10 @@ class KVTier(ABC):
     def store(self, state: SequenceKV) -> None: ...
 
     @abstractmethod
-    def load(self, state: SequenceKV, background: bool) -> bool: ...
+    def load(self, state: SequenceKV, background: bool, keep_free: int = 0) -> bool: ...
 
     @abstractmethod
-    def preload(self, state: SequenceKV | None, lead_s: float) -> str: ...
+    def preload(self, state: SequenceKV | None, lead_s: float, keep_free: int = 0) -> str: ...
 
     @abstractmethod
     def cancel_load(self, state: SequenceKV) -> bool: ...

@@ -16,7 +16,7 @@ SWEEP_S = 0.1
 PRELOAD_TRIGGERS = ("speech_start", "pause")
 RESUME_LEAD_S = 0.3  # a held request's offloaded KV starts coming back this long before it resumes
 PREDICTED_LEAD_S = 1.0  # a dormant request's offloaded KV starts coming back this long before its predicted use
-FREE_RESERVE = 0.1  # a predicted preload leaves this share of the pool free (for what runs meanwhile)
+FREE_RESERVE = 0.1  # every preload leaves this share of the pool free (for what runs meanwhile)
 
 
 @dataclass
@@ -48,8 +48,12 @@ class KVResidency(Residency):
       The wait, from the round that found the KV away to the load's completion, is
       reload time on the critical path; load time nobody waited for is off it.
     - Held requests (`follow_holds`): their KV becomes evictable with their resume time
-      as next use and is written back, and what left starts loading RESUME_LEAD_S
+      as next use and is written back (under pressure it goes to the host rather than
+      an active request's being recomputed), and what left starts loading RESUME_LEAD_S
       before the resume; one released is in use again unless it went dormant meanwhile.
+    - Every preload leaves FREE_RESERVE of the pool free: it may displace dormant KV
+      needed later (the tier's policy says whose), never the room running requests
+      grow into.
     - `speech_started` protects the request's KV for the expected lead time (when
       `protect_speaking`); with `preload` on, a background load starts once the
       user goes quiet (`speech_paused`, `preload_at` "pause"), which keeps a speaking
@@ -112,7 +116,7 @@ class KVResidency(Residency):
             due = at - now <= RESUME_LEAD_S and request_id not in self._hold_preloads
             if due and not kv.is_resident(request_id):
                 self._hold_preloads.add(request_id)  # once per hold: a miss loads on the path, when it resumes
-                kv.preload(request_id, at - now)
+                kv.preload(request_id, at - now, self._reserve)
         self._held = resume_at
 
     def sweep(self, dormant: list[StageRequest], now: float) -> None:
@@ -130,9 +134,12 @@ class KVResidency(Residency):
         for request in self._dormant:
             self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
 
+    @property
+    def _reserve(self) -> int:
+        return int(FREE_RESERVE * self.kv.pool.num_blocks)
+
     def _preload_predicted(self, now: float) -> None:
-        kv = self.kv
-        reserve = FREE_RESERVE * kv.pool.num_blocks
+        kv, reserve = self.kv, self._reserve
         for request in self._dormant:
             request_id = request.request_id
             at = self.view.next_use(request_id)
@@ -141,7 +148,7 @@ class KVResidency(Residency):
             offloaded = kv.num_offloaded_blocks(request_id)
             if offloaded and kv.num_free_blocks - offloaded >= reserve:
                 self._predicted.add(request_id)
-                kv.preload(request_id, max(at - now, RESUME_LEAD_S))
+                kv.preload(request_id, max(at - now, RESUME_LEAD_S), reserve)
 
     def _next_use(self, request_id: str, now: float) -> float:
         at = self.view.next_use(request_id) if self.view is not None else None
@@ -200,7 +207,9 @@ class KVResidency(Residency):
         return self._preload(request_id, lead_s, "pause")
 
     def _preload(self, request_id: str, lead_s: float, trigger: str) -> str | None:
-        return self.kv.preload(request_id, lead_s) if self.preload and self.preload_at == trigger else None
+        if not self.preload or self.preload_at != trigger:
+            return None
+        return self.kv.preload(request_id, lead_s, self._reserve)
 
     def poll(self, now: float) -> None:
         for done in self.kv.tier.poll():

@@ -67,9 +67,10 @@ class UrgencyPolicy(SchedulingPolicy):
     - Held: started and P >= p_max_ms, never served, even when nothing else is ready:
       generation stays within p_max_ms of what the listener hears (P counts only audio
       that needs no more work from this stage), and that is all a barge-in can throw
-      away. It resumes as playback brings P back under p_max_ms; with `p_resume_ms`
-      set, only once P is down to p_resume_ms, and `resume_at` says when that will be
-      (P draining at 1x), so that the stage may move the held KV out meanwhile.
+      away. It resumes as playback brings P back under p_max_ms, or with `p_resume_ms`
+      set only once P is down to p_resume_ms; `resume_at` says when that will be (P
+      draining at 1x), so that under memory pressure the stage may move the held KV
+      out meanwhile rather than recompute an active request.
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
@@ -98,7 +99,7 @@ class UrgencyPolicy(SchedulingPolicy):
         params = self.params
         p_safe, p_max = params.p_safe_ms, params.p_max_ms
         exposure = params.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
-        p_resume = params.p_resume_ms  # None: no bursts, and no KV leaves for a hold
+        p_resume = params.p_max_ms if params.p_resume_ms is None else params.p_resume_ms  # where a hold ends
         was_held, resume_at = self.resume_at, {}
         pressure = params.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
         blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
@@ -122,8 +123,7 @@ class UrgencyPolicy(SchedulingPolicy):
                 continue
             if buffer_ms >= p_max or (request.request_id in was_held and buffer_ms > p_resume):
                 num_held += 1
-                if p_resume is not None:
-                    resume_at[request.request_id] = now + (buffer_ms - p_resume) / 1000.0
+                resume_at[request.request_id] = now + (buffer_ms - p_resume) / 1000.0
                 continue
             cost = exposure * (buffer_ms - p_safe)  # -U, lowest first; buffer_ms > p_safe, so no max(0, .)
             if pressure and request.status is running:  # a WAITING request holds no KV

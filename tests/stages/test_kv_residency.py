@@ -299,7 +299,8 @@ def one_round(scheduler: Scheduler, runner: KVWritingRunner, kv: KVCacheManager)
     scheduler.check_integrity()
     scheduler.update_from_output(plan, runner.execute(plan) if plan.chunks else RunnerOutput({}))
     scheduler.check_integrity()
-    kv.tier.worker.run_all()
+    if kv.tier.worker is not None:
+        kv.tier.worker.run_all()
     return plan
 
 

@@ -1,0 +1,77 @@
+"""The memory-pressure storm in miniature, on the fake clock.
+
+Urgency paces replies to playback, so a context that is generating stays active (not dormant) for its
+reply's whole playback instead of finishing in a burst. Under memory pressure a new turn then found no
+dormant KV to offload and preempted a paced (held) context, which recomputes its whole conversation
+when it resumes; with every turn doing so, the thinker recomputed long contexts over and over (a
+preemption storm). Now a held context publishes when it resumes, so its KV is an eviction candidate
+like a dormant one's: it goes to the host, comes back before the resume, and nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+from stages.policies.urgency import UrgencyParams
+from tests.stages.test_kv_residency import (NextUseView, PlayingView, a_offloaded_with_room_to_return, make, next_turn,
+                                             one_round, run)
+from tests.stages.scheduler_harness import FakeClock, thinker
+
+
+def paced_pair_and_a_new_turn(eviction: str):
+    """Pool of 12 blocks (4 tokens). c's first turn leaves 2 blocks dormant; a and b each hold a 16-token
+    context (4 blocks) and are speaking replies with 2.5 s buffered (urgency holds them); then c's next
+    turn needs 5 blocks with 2 free."""
+    clock = FakeClock()
+    view = PlayingView(clock)
+    scheduler, runner, kv, _ = make(eviction, num_blocks=12, preload=True, view=view, policy="urgency",
+                                    params=UrgencyParams())
+    scheduler.clock = kv.clock = clock
+    scheduler.add(thinker("s/c", 0.0, [1, 2, 3], max_tokens=2, close=False))
+    for seq in "ab":
+        scheduler.add(thinker(f"s/{seq}", 0.0, list(range(1, 15)), max_tokens=30, close=False))
+    for _ in range(3):  # prefill, then a token each: first audio out, and c's reply done
+        one_round(scheduler, runner, kv)
+    for seq in "ab":
+        view.play(f"s/{seq}", 2500.0)  # far ahead of the listener: held until under p_max (2 s)
+    one_round(scheduler, runner, kv)
+    held = {seq: scheduler.requests[seq].num_computed for seq in ("s/a", "s/b")}
+    assert kv.num_free_blocks == 2
+    next_turn(scheduler, "s/c", list(range(1, 13)))
+    for _ in range(4):
+        one_round(scheduler, runner, kv)
+    return scheduler, runner, kv, clock, view, held
+
+
+def test_without_a_host_tier_the_new_turn_preempts_a_paced_context_which_recomputes():
+    scheduler, _, kv, _, _, held = paced_pair_and_a_new_turn("none")
+    assert scheduler.num_preemptions >= 1  # the mechanism of the storm
+    assert any(scheduler.requests[seq].num_computed < held[seq] for seq in held)  # back to recompute
+
+
+def test_with_a_host_tier_a_paced_context_goes_to_the_host_instead_and_resumes_on_its_own_kv():
+    scheduler, runner, kv, clock, view, held = paced_pair_and_a_new_turn("next_use")
+    assert scheduler.num_preemptions == 0
+    assert scheduler.requests["s/c"].num_computed >= 17  # the new turn ran
+    offloaded = [seq for seq in held if kv.num_offloaded_blocks(seq)]
+    assert offloaded  # the room came from a held context's KV, written back and evicted
+    clock.t = 0.7  # playback drained under p_max: the held contexts resume on the KV they left with
+    for seq in held:
+        view.play(seq, 1500.0)
+    for _ in range(6):
+        one_round(scheduler, runner, kv)
+    assert scheduler.num_preemptions == 0
+    assert all(scheduler.requests[seq].num_computed > held[seq] for seq in held)  # generating again, no recompute
+    assert all(kv.is_resident(seq) for seq in held)
+
+
+def test_a_preload_leaves_the_reserve_free_for_what_runs():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, preload=True, view=view)
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)  # a's 3 blocks on the host, 6 free
+    scheduler.add(thinker("s/e", 1.5, list(range(1, 10)), max_tokens=2, close=False))
+    run(scheduler, runner, kv)  # e's reply done: 3 blocks more held, 3 free; a needs 3 and the reserve is 1
+    view.next_use_at["s/e"] = 60.0
+    clock.t = 2.0
+    scheduler.schedule()  # the sweep publishes e's next use
+    outcome = scheduler.residency.speech_paused("s/a", 0.25, clock())
+    assert outcome == "admitted" and kv.num_offloaded_blocks("s/e") > 0  # e, needed later, made room
+    assert kv.num_free_blocks >= 1  # and the reserve stayed free
