@@ -55,3 +55,15 @@ class BlockTable:
         del self.block_ids[num_sinks : num_sinks + count]
         self.num_sinks, self.num_dropped = num_sinks, self.num_dropped + count
         return freed
+
+    def skip(self, num_tokens: int, block_size: int) -> None:
+        """Reserve up to `num_tokens` (a block boundary past the reserved end, itself one) without holding
+        the blocks in between: they count as dropped and the live blocks as sinks (a sequence that resumes
+        past positions whose KV it will never hold). ValueError (nothing changed) if blocks were dropped
+        already or either end is inside a block."""
+        if self.num_dropped or self.num_tokens % block_size or num_tokens % block_size:
+            raise ValueError(f"cannot skip from position {self.num_tokens} to {num_tokens} "
+                             f"(blocks of {block_size}, {self.num_dropped} dropped)")
+        self.num_sinks = len(self.block_ids)
+        self.num_dropped = num_tokens // block_size - self.num_sinks
+        self.num_tokens = num_tokens

@@ -27,15 +27,16 @@ class KVCacheManager:
     """Owns a stage's KV cache, its block pool and every sequence's blocks, on the device and the host.
 
     Ask-then-commit: `can_reserve(seq, n)` says whether `reserve(seq, n)` would
-    succeed; `reserve` grows the sequence's table to hold n tokens or raises and
-    changes nothing. `truncate` and `free` give blocks back. Slot ids (block * size
+    succeed (`num_new_blocks`: with how many new blocks); `reserve` grows the
+    sequence's table to hold n tokens or raises and changes nothing. `truncate` and `free` give blocks back. Slot ids (block * size
     + offset) index the cache flattened over blocks and offsets. These calls are the
     hot path: O(1), and no allocation when nothing changes.
 
     Windows: `drop` frees in place the blocks between a sequence's sink blocks and
     the block a window starts in; positions keep counting (tables, reserve and slot
     ids stay in logical positions) and dropped positions can never be read, written
-    or kept again. Windows and a host tier are not combined: `drop` raises with one.
+    or kept again; `skip` counts as dropped blocks a sequence resumes past without
+    reserving them. Windows and a host tier are not combined: both raise with one.
 
     Tiers (KVTier): `tier` is a host tier, an Offloader (eviction "lru" or "next_use"
     with a HostTierConfig), or the DeviceOnlyTier (eviction "none"): nothing offloaded.
@@ -117,12 +118,11 @@ class KVCacheManager:
         state = self._seqs.get(seq)
         return state is None or (not state.num_offloaded and (state.job is None or state.job.kind != LOAD))
 
-    def num_new_blocks(self, seq: Hashable, num_tokens: int) -> int:
-        """Blocks `reserve(seq, num_tokens)` would allocate."""
-        needed = -(-num_tokens // self.block_size)
+    def num_new_blocks(self, seq: Hashable, num_tokens: int, start: int = 0) -> int:
+        """Blocks `skip(seq, start)` then `reserve(seq, num_tokens)` would allocate."""
         state = self._seqs.get(seq)
-        if state is not None:
-            needed -= len(state.table.block_ids) + state.table.num_dropped + state.num_offloaded
+        counted = 0 if state is None else len(state.table.block_ids) + state.table.num_dropped + state.num_offloaded
+        needed = -(-num_tokens // self.block_size) - max(counted, start // self.block_size)
         return needed if needed > 0 else 0
 
     def can_reserve(self, seq: Hashable, num_tokens: int) -> bool:
@@ -148,6 +148,19 @@ class KVCacheManager:
             self._grow(state, num_tokens)
         if state.is_evictable:
             self.tier.touch(state)
+
+    def skip(self, seq: Hashable, start: int) -> None:
+        """`seq` resumes writing at `start`, past its reserved end: the blocks in between never hold KV and
+        count as dropped (see BlockTable.skip); nothing if `start` is not past the end. ValueError with a
+        host tier."""
+        if start <= self.table(seq).num_tokens:
+            return
+        self.tier.check_drop()
+        state = self._seqs.get(seq)
+        table = BlockTable() if state is None else state.table
+        table.skip(start, self.block_size)
+        if state is None:
+            self._add(seq, table)
 
     def _add(self, seq: Hashable, table: BlockTable) -> None:
         self._num_created += 1

@@ -86,5 +86,5 @@ class BatchPlanner:
                 return False
             for victim in victims:
                 self.preemptor.preempt(victim, plan)
-        self.residency.reserve(request.request_id, end)
+        self.residency.reserve(request, end)
         return True

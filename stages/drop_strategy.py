@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from kvtier import KVCacheManager
+from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
 from stages.requests.base import StageRequest
 
@@ -16,7 +16,9 @@ class DropStrategy(ABC):
     - `never_fits(kv, request, end)`: why the request could never run a chunk ending
       at position `end` in this pool (an error message), or None;
     - `committed(kv, request)`: after a chunk of the request is committed, frees the
-      KV no later query reads;
+      KV no later query reads, and tells the request (`forget`) the inputs no later
+      step reads, recomputation after a preemption included: what it keeps must
+      rebuild the KV it holds;
     - `check_truncate(kv, request_id, num_tokens)`: ValueError if keeping only the
       first `num_tokens` positions would need KV already freed (nothing is changed).
     """
@@ -49,20 +51,37 @@ class KeepAll(DropStrategy):
 class SinksAndWindow(DropStrategy):
     """A `WindowSpec`: every committed chunk frees the request's blocks that no later query reads
     (between its sink blocks and the block where the next position's window starts), so a request
-    holds about sinks + window + one chunk of KV however long it runs, and only that must fit."""
+    holds about sinks + window + one chunk of KV however long it runs, and only that must fit.
+
+    Its inputs are bounded the same way. A layer's KV at position p is computed from the layer
+    below at positions [p - W, p] and the sinks, so the KV of every layer of the window
+    [c - W, c) before the next position c follows from the sinks' inputs and those of the last
+    L x W positions (L layers) alone: positions before them are never read again, not even by a
+    recomputation. The request keeps the inputs of its sink blocks and of its last L x W positions
+    (block-aligned) and forgets the rest; preempted, it recomputes its sink blocks, then from
+    there, and rebuilds the KV it held: the first positions recomputed see less than they did,
+    and what that changes reaches, a layer up per W positions, none of the window's KV.
+    Recomputation costs at most sinks + L x W + a block, however long the request ran.
+    """
 
     def __init__(self, window: WindowSpec) -> None:
         self.window = window
 
     def never_fits(self, kv: KVCacheManager, request: StageRequest, end: int) -> str | None:
         rid, capacity = request.request_id, kv.pool.num_blocks
-        need = kv.num_blocks_held(rid) + kv.num_new_blocks(rid, end)
+        need = kv.num_blocks_held(rid) + kv.num_new_blocks(rid, end, request.num_computed)
         if need <= capacity:
             return None
         return f"needs {need} blocks of KV for its window and chunk; the pool holds {capacity}"
 
     def committed(self, kv: KVCacheManager, request: StageRequest) -> None:
         kv.drop(request.request_id, self.window.sinks, request.num_computed - self.window.tokens)
+        size = kv.block_size
+        sink_end = blocks_for(self.window.sinks, size) * size
+        horizon = self.window.tokens * kv.config.num_layers
+        keep_from = (request.num_computed - horizon) // size * size
+        if keep_from > sink_end:
+            request.forget(sink_end, keep_from)
 
     def check_truncate(self, kv: KVCacheManager, request_id: str, num_tokens: int) -> None:
         dropped = kv.dropped(request_id)

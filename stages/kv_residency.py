@@ -170,7 +170,7 @@ class KVResidency(Residency):
 
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:
         kv = self.kv
-        need = kv.num_new_blocks(request.request_id, end)
+        need = kv.num_new_blocks(request.request_id, end, request.num_computed)
         if growth and need + growth > kv.num_free_blocks:
             self._evict(need + growth - kv.num_free_blocks, now)
             if need <= kv.num_free_blocks < need + growth:
@@ -185,8 +185,9 @@ class KVResidency(Residency):
         self._refresh_hints(now)
         return self.kv.tier.num_evictable_blocks() >= num_blocks and self.kv.tier.evict(num_blocks)
 
-    def reserve(self, request_id: str, end: int) -> None:
-        self.kv.reserve(request_id, end)
+    def reserve(self, request: StageRequest, end: int) -> None:
+        self.kv.skip(request.request_id, request.num_computed)
+        self.kv.reserve(request.request_id, end)
 
     def free(self, request_id: str) -> None:
         self.kv.free(request_id)
@@ -251,9 +252,11 @@ class KVResidency(Residency):
     def check_integrity(self, requests: Iterable[StageRequest]) -> None:
         self.kv.check_integrity()
         for request in requests:
-            held = self.kv.num_blocks_held(request.request_id)
+            held, gap = self.kv.num_blocks_held(request.request_id), request.forgotten
             assert request.num_computed >= 0, f"{request.request_id}: negative num_computed"
             if request.status is RequestStatus.WAITING:
-                assert held == 0 and request.num_computed == 0, f"{request.request_id} waits but holds KV"
-            else:
-                assert request.num_computed <= self.kv.table(request.request_id).num_tokens, request.request_id
+                restart = gap.stop if gap.start == 0 else 0
+                assert held == 0 and request.num_computed == restart, f"{request.request_id} waits but holds KV"
+            else:  # reserved up to what it computed, or up to the forgotten positions it then resumed past
+                reserved = self.kv.table(request.request_id).num_tokens
+                assert request.num_computed <= (gap.stop if reserved == gap.start else reserved), request.request_id

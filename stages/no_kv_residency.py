@@ -35,7 +35,7 @@ class NoKVResidency(Residency):
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:
         return 0
 
-    def reserve(self, request_id: str, end: int) -> None:
+    def reserve(self, request: StageRequest, end: int) -> None:
         pass
 
     def committed(self, request: StageRequest, now: float) -> None:

@@ -15,7 +15,9 @@ class Preemptor:
     a RUNNING request then also active ones, those the policy held (left out of its
     order) first, then from the end of the order. A WAITING request preempts idle
     residents only. Preempting frees the victim's KV and sends it back to WAITING, to
-    recompute from position 0.
+    recompute from position 0 (past the positions it forgot: a windowed request
+    recomputes its sinks and its recent past only, see SinksAndWindow): a windowed
+    stream may be a victim like any other, at a cost bounded however long it ran.
     """
 
     def __init__(self, requests: dict[str, StageRequest], residency: Residency) -> None:

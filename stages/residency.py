@@ -24,7 +24,8 @@ class Residency(ABC):
       waits), None when there is no room to load it (it recomputes); `shortfall(request,
       end, growth, now)` makes room without preempting and says how many blocks are
       still missing (0: it fits; None: it waits), a WAITING request leaving `growth`
-      blocks for the admitted ones still to plan; then `reserve(request_id, end)`.
+      blocks for the admitted ones still to plan; then `reserve(request, end)`
+      (positions the request forgot and resumes past take no KV: see StageRequest).
     - `committed(request, now)` follows every committed chunk; `free(request_id)`
       gives back all of a request's KV (preempted or removed); `truncate(request, n)`
       keeps the first n positions of a request and of its KV, or raises ValueError
@@ -61,7 +62,7 @@ class Residency(ABC):
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None: ...
 
     @abstractmethod
-    def reserve(self, request_id: str, end: int) -> None: ...
+    def reserve(self, request: StageRequest, end: int) -> None: ...
 
     @abstractmethod
     def committed(self, request: StageRequest, now: float) -> None: ...

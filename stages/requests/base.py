@@ -26,6 +26,12 @@ class StageRequest(ABC):
       them, and returns the payload to emit downstream (or None);
     - `reset_computed()` forgets computed work after preemption; inputs and sampled
       outputs are kept, so recomputation reproduces them;
+    - `forget(start, stop)` (after a chunk, from the stage's DropStrategy) says that no
+      step, recomputation included, reads the inputs of positions [start, stop) again:
+      the request may let go of them (the default keeps everything). Those it let go
+      of are `forgotten` and are never computed again: they count neither as pending
+      nor in a chunk, and a computation that reaches their start resumes at their end
+      (recomputation too, which then starts past them if they start at 0);
     - `is_finished` becomes true when nothing more can ever arrive or be computed;
     - `is_dormant` is true while the request waits for a whole new unit of work
       (a session's context between turns), not for the rest of one in progress:
@@ -52,10 +58,28 @@ class StageRequest(ABC):
 
     @property
     def num_pending(self) -> int:
-        return self.num_known - self.num_computed
+        gap = self.forgotten
+        return self.num_known - self.num_computed - (len(gap) if self.num_computed < gap.start else 0)
 
     def num_schedulable(self, budget: int) -> int:
+        gap = self.forgotten
+        if self.num_computed < gap.start:
+            budget = min(budget, gap.start - self.num_computed)
         return min(self.num_pending, budget)
+
+    @property
+    def forgotten(self) -> range:
+        """Positions whose inputs the request let go of (empty: it keeps all it was given)."""
+        return range(0)
+
+    def forget(self, start: int, stop: int) -> None:
+        """No step will read the inputs of positions [start, stop) again (see the contract)."""
+
+    def _skip_forgotten(self) -> None:
+        """Computation that reached the forgotten positions resumes after them."""
+        gap = self.forgotten
+        if gap and self.num_computed == gap.start:
+            self.num_computed = gap.stop
 
     @abstractmethod
     def advance(self, num_tokens: int, result: Any) -> Any:
@@ -71,6 +95,7 @@ class StageRequest(ABC):
 
     def reset_computed(self) -> None:
         self.num_computed = 0
+        self._skip_forgotten()
 
     def stop_generation(self) -> None:
         raise ValueError(f"{type(self).__name__} does not generate; nothing to stop")

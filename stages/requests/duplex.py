@@ -28,7 +28,9 @@ class DuplexRequest(ThinkerRequest):
     previous answer's last token is computed with them, not in a step of its own. Every
     ThinkerStep carries its frame's index as its `tag`, and the frame's last step has a
     finish reason. One generator serves the whole stream. The context only grows:
-    without a window the caller keeps it under `max_position` (append raises past it).
+    without a window the caller keeps it under `max_position` (append raises past it);
+    with one, frames leave the request once no step can read them again (`forget`, see
+    SinksAndWindow), so a stream of any length holds its sinks and recent frames only.
     """
 
     def __init__(self, request_id: str, arrival_time: float, stop_ids: frozenset[int], max_position: float,

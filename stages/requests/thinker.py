@@ -8,6 +8,7 @@ import torch
 
 from stages.config import SamplingParams
 from stages.requests.base import StageRequest
+from stages.requests.token_history import TokenHistory
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,16 @@ class ThinkerRequest(StageRequest):
     """Multi-turn context that stays resident: a new turn prefills only its new tokens.
 
     Generated tokens join the context, so the next turn continues after them. The
-    request finishes only when closed (session end) and not generating.
+    request finishes only when closed (session end) and not generating. `token_ids` and
+    `embed_spans` are by absolute position; what `forget` lets go of (a window's past, see
+    SinksAndWindow) leaves both, so a context that runs indefinitely holds a bounded part.
     """
 
     def __init__(self, request_id: str, arrival_time: float, stop_ids: frozenset[int], max_position: int) -> None:
         super().__init__(request_id, arrival_time)
         self.stop_ids = stop_ids
         self.max_position = max_position
-        self.token_ids: list[int] = []
+        self.token_ids = TokenHistory()
         self.embed_spans: list[tuple[int, torch.Tensor]] = []
         self.sampling: SamplingParams | None = None
         self.generator: torch.Generator | None = None
@@ -64,6 +67,17 @@ class ThinkerRequest(StageRequest):
     @property
     def is_finished(self) -> bool:
         return self.is_closed and not self.is_generating
+
+    @property
+    def forgotten(self) -> range:
+        return self.token_ids.forgotten
+
+    def forget(self, start: int, stop: int) -> None:
+        """Let go of the token ids and input embeddings of positions [start, stop)."""
+        if stop <= self.forgotten.stop:
+            return
+        self.token_ids.forget(start, stop)
+        self.embed_spans = [kept for span in self.embed_spans if (kept := _outside(span, start, stop)) is not None]
 
     @property
     def is_dormant(self) -> bool:
@@ -100,6 +114,7 @@ class ThinkerRequest(StageRequest):
     def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | None) -> ThinkerStep | None:
         """`result` is the sampled token and the hidden state that produced it."""
         self.num_computed += num_tokens
+        self._skip_forgotten()
         if result is None:
             return None
         token_id, hidden = result
@@ -125,8 +140,18 @@ class ThinkerRequest(StageRequest):
         """Keep the first `num_tokens` positions of the context (e.g. what was heard)."""
         if not isinstance(num_tokens, int) or not 0 <= num_tokens <= len(self.token_ids):
             raise ValueError(f"cannot keep {num_tokens!r} tokens of a {len(self.token_ids)}-token context")
-        del self.token_ids[num_tokens:]
+        self.token_ids.truncate(num_tokens)
         self.embed_spans = [
             (start, rows[: num_tokens - start]) for start, rows in self.embed_spans if start < num_tokens
         ]
         self.num_computed = min(self.num_computed, num_tokens)
+
+
+def _outside(span: tuple[int, torch.Tensor], start: int, stop: int) -> tuple[int, torch.Tensor] | None:
+    """What of an embedding span lies outside positions [start, stop) (a span from before `start` is kept
+    whole: it holds positions kept before the forgotten ones); None: nothing."""
+    span_start, rows = span
+    span_stop = span_start + len(rows)
+    if span_start < start or span_start >= stop:
+        return span
+    return (stop, rows[stop - span_start :]) if span_stop > stop else None

@@ -59,7 +59,7 @@ def test_a_barge_in_keeps_what_was_heard_and_counts_the_rest_as_wasted():
     # It is seen at the round that starts at 0.6, after token 6 arrived: 4 tokens wasted.
     assert reply.cut_at == pytest.approx(0.58) and reply.ended_at == pytest.approx(0.58)
     assert (reply.num_generated, reply.num_heard, reply.num_wasted) == (6, 2, 4)
-    assert simulation.requests["s"].token_ids == [1, 1, 1, 1, 7, 7]  # the context keeps prompt + heard tokens
+    assert list(simulation.requests["s"].token_ids) == [1, 1, 1, 1, 7, 7]  # the context keeps prompt + heard tokens
     assert summarize(result)["waste_pct"] == pytest.approx(100 * 4 / 6)
 
 

@@ -85,12 +85,41 @@ def test_truncate_into_dropped_positions_raises_and_changes_nothing():
     kv.check_integrity()
 
 
+@pytest.mark.parametrize("sinks", [0, 8])
+def test_skip_resumes_past_positions_never_reserved_holding_only_the_blocks_before_them(sinks):
+    kv = make_manager()
+    if sinks:  # a recomputation's sink blocks (none: the sequence does not exist yet)
+        kv.reserve("a", sinks)
+    assert kv.num_new_blocks("a", 42, start=32) == 3  # blocks 8-10: the skipped ones take none
+    kv.skip("a", 32)
+    assert kv.dropped("a") == range(sinks, 32) and kv.table("a").num_tokens == 32
+    kv.reserve("a", 42)
+    assert kv.num_blocks_held("a") == sinks // 4 + 3 and kv.num_resident_tokens("a") == sinks + 10
+    assert kv.live_blocks("a", 42)[1] == [*range(sinks // 4), 8, 9, 10]
+    kv.skip("a", 40)  # not past the end: nothing
+    kv.drop("a", sinks, 40)  # the window moves on as usual
+    assert kv.dropped("a") == range(sinks, 40) and kv.num_blocks_held("a") == sinks // 4 + 1
+    kv.check_integrity()
+
+
+@pytest.mark.parametrize("end, start", [(6, 12), (8, 13)])
+def test_skip_within_a_block_is_refused_and_changes_nothing(end, start):
+    kv = make_manager()
+    kv.reserve("a", end)
+    with pytest.raises(ValueError, match="cannot skip"):
+        kv.skip("a", start)
+    assert kv.table("a").num_tokens == end and kv.dropped("a") == range(0)
+    kv.check_integrity()
+
+
 def test_a_host_tier_refuses_to_drop():
     kv = KVCacheManager(KVPoolConfig(num_blocks=8, num_layers=1, num_kv_heads=1, head_dim=2, block_size=4),
                         HostTierConfig(num_blocks=8), eviction="lru", transfer_mode="inline")
     kv.reserve("a", 20)
     with pytest.raises(ValueError, match="host KV tier"):
         kv.drop("a", 0, 16)
+    with pytest.raises(ValueError, match="host KV tier"):
+        kv.skip("a", 40)
     assert kv.num_blocks_held("a") == 5
     kv.tier.close()
 

@@ -29,7 +29,7 @@ def chunks(plan: SchedulerPlan) -> list[tuple[str, int, int]]:
 def resident(requests: dict, residency: KVResidency, rid: str, tokens: int, pending: bool, last: float = 0.0):
     """An admitted request holding the KV of `tokens` positions, with work pending or idle."""
     request = thinker(rid, 0.0, list(range(tokens + 1 if pending else tokens)), max_tokens=None, close=False)
-    residency.reserve(rid, tokens)
+    residency.reserve(request, tokens)
     request.num_computed, request.status, request.last_scheduled_time = tokens, RequestStatus.RUNNING, last
     requests[rid] = request
     return request

@@ -3,6 +3,7 @@
 import pytest
 from scheduler_harness import BLOCK, make_kv, thinker
 
+from kvtier import KVCacheManager, KVPoolConfig
 from stages.config import WindowSpec
 from stages.drop_strategy import KeepAll, SinksAndWindow, drop_strategy
 
@@ -35,6 +36,21 @@ def test_sinks_and_window_frees_what_no_later_query_reads():
     window.committed(kv, request)  # nothing more to free
     assert kv.num_blocks_held("r") == 3
     kv.check_integrity()
+
+
+def test_sinks_and_window_lets_the_request_forget_inputs_before_its_last_layers_x_window_positions():
+    kv = KVCacheManager(KVPoolConfig(num_blocks=16, num_layers=3, num_kv_heads=1, head_dim=2, block_size=BLOCK))
+    window = SinksAndWindow(WindowSpec(tokens=6, sinks=2))
+    request = thinker("r", 0.0, list(range(100, 160)), max_tokens=None)
+    kv.reserve("r", 20)
+    request.num_computed = 20
+    window.committed(kv, request)  # 20 - 3 x 6 = 2: inside the sink block, nothing to forget
+    assert request.forgotten == range(0)
+    kv.reserve("r", 60)
+    request.num_computed = 60
+    window.committed(kv, request)  # inputs from 60 - 18 = 42, block-aligned down: 40
+    assert kv.dropped("r") == range(BLOCK, 52) and request.forgotten == range(BLOCK, 40)
+    assert request.token_ids[:BLOCK] == [100, 101, 102, 103] and request.token_ids[40:42] == [140, 141]
 
 
 def test_sinks_and_window_needs_only_what_it_holds_and_the_chunk_to_fit():

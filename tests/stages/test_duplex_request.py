@@ -36,7 +36,7 @@ def test_a_frame_is_answered_with_up_to_max_tokens_then_the_next_frame_goes_in()
     second = answer(req, 6)
     assert (second.tag, second.finish_reason) == (0, "length")
     assert req.tag == 1 and req.num_queued_frames == 0
-    assert req.token_ids == [1, 2, 7, 7, 5, 6, 7, 7]
+    assert list(req.token_ids) == [1, 2, 7, 7, 5, 6, 7, 7]
     assert req.embed_spans[1][0] == 6 and req.wants_sample(8) and not req.wants_sample(7)
 
 
@@ -80,3 +80,21 @@ def test_a_duplex_context_cannot_be_truncated():
     req = request()
     with pytest.raises(ValueError, match="cannot be truncated"):
         req.truncate(1)
+
+
+@pytest.mark.parametrize("kept_head", [2, 0])
+def test_forgotten_frames_leave_the_request_and_a_recomputation_resumes_past_them(kept_head):
+    req = request(max_tokens=1, max_position=float("inf"))
+    for index in range(10):  # 2 prefix tokens, then frames of 2 tokens + 1 answer: frame i at 2 + 3i
+        req.append(frame(index))
+        answer(req, 5)
+    req.forget(kept_head, 18)  # frames 0-4 and their answers, and frame 5's first row
+    assert req.forgotten == range(kept_head, 18) and len(req.token_ids) == 32
+    assert [start for start, _ in req.embed_spans] == [18, 20, 23, 26, 29]
+    assert req.embed_spans[0][1].shape[0] == 1 and float(req.embed_spans[0][1][0, 0]) == 5.0  # frame 5's second row
+    req.reset_computed()  # preempted
+    assert req.num_computed == (0 if kept_head else 18) and req.num_pending == 31 - 18 + kept_head
+    if kept_head:
+        assert req.num_schedulable(100) == kept_head  # the head, then a jump
+        req.advance(kept_head, None)
+    assert req.num_computed == 18 and req.num_schedulable(100) == 31 - 18

@@ -19,7 +19,7 @@ def test_the_null_residency_answers_as_a_stage_without_kv():
     assert residency.block_counts() == (0, 0, 0) and residency.kv_counters() == {}
     assert residency.speech_started("a", 1.0, 0.0) is None and residency.speech_paused("a", 1.0, 0.0) is None
     residency.truncate(request, 1)  # the request alone
-    assert request.token_ids == [1]
+    assert list(request.token_ids) == [1]
 
 
 def test_a_scheduler_without_kv_chunks_truncates_and_reports_no_kv():

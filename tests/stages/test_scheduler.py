@@ -309,7 +309,7 @@ def test_engine_applies_commands_on_step():
     engine_step(engine)
     engine.submit(StopGeneration("a", keep_tokens=2))  # barge-in: keep only what was heard
     engine_step(engine)
-    assert not request.is_generating and request.token_ids == [1, 2] and kv.table("a").num_tokens == 2
+    assert not request.is_generating and list(request.token_ids) == [1, 2] and kv.table("a").num_tokens == 2
     engine.submit(AbortRequest("a"))
     assert engine_step(engine) == [] and "a" not in engine.scheduler.requests and kv.num_used_blocks == 0
     assert emit.outputs == []  # step returns outputs; only command errors go through emit

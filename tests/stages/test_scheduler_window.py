@@ -19,8 +19,9 @@ from stages.scheduler import Scheduler
 
 class WindowFakeRunner(ModelRunner):
     """Writes (request, position, token) into fake KV slots and samples a token that is a function of what
-    the last query's window reads back: positions [0, S) and [t - W, t]. Stale or foreign KV, or a window
-    position whose KV was freed, fails an assertion."""
+    the last query's window reads back: positions [0, S) and [t - W, t], but for those the request forgot
+    (a recomputation's first positions). Stale or foreign KV, or a window position whose KV was freed,
+    fails an assertion."""
 
     def __init__(self, kv: KVCacheManager, window: WindowSpec) -> None:
         self.kv, self.window = kv, window
@@ -35,14 +36,15 @@ class WindowFakeRunner(ModelRunner):
         for chunk in plan.chunks:
             seq, request = chunk.request.request_id, chunk.request
             for t in range(chunk.start, chunk.end):
-                seen = self.read_window(seq, t)
+                seen = self.read_window(request, t)
             if request.wants_sample(chunk.end):
                 results[seq] = (3 + sum((pos % 7 + 1) * tok for pos, tok in seen) % 97, torch.zeros(1))
         return RunnerOutput(results)
 
-    def read_window(self, seq: str, t: int) -> list[tuple[int, int]]:
+    def read_window(self, request: ThinkerRequest, t: int) -> list[tuple[int, int]]:
+        seq = request.request_id
         sinks, recent = range(min(self.window.sinks, t + 1)), range(max(0, t - self.window.tokens), t + 1)
-        positions = sorted({*sinks, *recent})
+        positions = sorted({*sinks, *recent} - set(request.forgotten))
         seen = []
         for pos in positions:
             owner, at, token = self.slots[self.kv.slot_ids(seq, pos, pos + 1)[0]]
