@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from importlib.resources import files
@@ -48,6 +49,7 @@ class ServerConfig:
     port: int = 8000
     max_sessions: int = 32
     idle_timeout_s: float = 600.0
+    ingest_mib_per_s: float = 8.0  # each connection's messages are read at most this fast, after 32 MiB
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -56,6 +58,8 @@ class ServerConfig:
             raise ValueError(f"max_sessions must be positive, got {self.max_sessions}")
         if not self.idle_timeout_s > 0:
             raise ValueError(f"idle_timeout_s must be positive, got {self.idle_timeout_s}")
+        if not (isinstance(self.ingest_mib_per_s, (int, float)) and 0 < self.ingest_mib_per_s < math.inf):
+            raise ValueError(f"ingest_mib_per_s must be a positive number, got {self.ingest_mib_per_s!r}")
 
 
 @dataclass(frozen=True)

@@ -7,19 +7,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from liveserve.realtime.errors import RealtimeError, require, shown
-from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16
+from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16, num_pcm16_samples
 from liveserve.realtime.naming import new_id
 
 MAX_ID_CHARS = 256
 MAX_ITEM_AUDIO_S = 120.0
+SAMPLE_RATE = 24000  # of audio on the wire
 
 
 @dataclass(frozen=True)
 class UserItem:
+    """A checked user item; its audio parts are still base64, judged by their length (`num_samples`):
+    `audio_16k()` decodes and resamples them, work to do off the event loop when there is much of it."""
+
     item_id: str
     content: list[dict]  # as the conversation shows it
     text: str
-    audio_16k: np.ndarray | None
+    audio_b64: tuple[str, ...]
+    num_samples: int  # of 24 kHz audio, all parts
+
+    def audio_16k(self) -> np.ndarray | None:
+        if not self.audio_b64:
+            return None
+        return np.concatenate([Resampler24to16().process(decode_pcm16(part)) for part in self.audio_b64])
 
 
 def parse_user_item(item: object, max_text_chars: int) -> UserItem:
@@ -37,7 +47,9 @@ def parse_user_item(item: object, max_text_chars: int) -> UserItem:
             require(isinstance(part.get("text"), str), "invalid_type", "text must be a string", f"item.content[{i}].text")
             texts.append(part["text"])
         elif kind == "input_audio":
-            audio.append(Resampler24to16().process(decode_pcm16(part.get("audio"))))
+            require(isinstance(part.get("audio"), str), "invalid_type", "audio must be a base64 string",
+                    f"item.content[{i}].audio")
+            audio.append(part["audio"])
         else:
             raise RealtimeError("invalid_value", f"unsupported content type {shown(kind)}", f"item.content[{i}].type")
     item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
@@ -45,8 +57,9 @@ def parse_user_item(item: object, max_text_chars: int) -> UserItem:
     text = "\n".join(texts)
     require(len(text) <= max_text_chars, "invalid_value", f"the item's text is longer than the model's context could "
             f"hold ({len(text)} characters)", "item.content")
-    audio_s = sum(len(a) for a in audio) / 16000
+    num_samples = sum(num_pcm16_samples(a) for a in audio)
+    audio_s = num_samples / SAMPLE_RATE
     require(audio_s <= MAX_ITEM_AUDIO_S, "audio_too_long", f"an item may carry at most {MAX_ITEM_AUDIO_S:g} s of audio, "
             f"got {audio_s:.0f} s", "item.content")
     parts = [{"type": "input_text", "text": t} for t in texts] + [{"type": "input_audio", "transcript": None}] * len(audio)
-    return UserItem(item_id, parts, text, np.concatenate(audio) if audio else None)
+    return UserItem(item_id, parts, text, tuple(audio), num_samples)

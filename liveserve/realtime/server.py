@@ -14,6 +14,7 @@ from starlette.websockets import WebSocketState
 from liveserve.admission import KVWatch, make_admission
 from liveserve.config import LiveServeConfig
 from liveserve.realtime.errors import RealtimeError
+from liveserve.realtime.ingest_pacer import IngestPacer
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, new_id
 from liveserve.realtime.response_trace import ResponseTrace
@@ -25,6 +26,8 @@ from orchestrator.orchestrator import Orchestrator
 log = logging.getLogger(__name__)
 CLOSE_TRY_AGAIN_LATER = 1013
 SAMPLE_PERIOD_S = 0.5  # KV pools sampled and the admission gate ticked this often (at most)
+MIB = 1024 * 1024
+INGEST_BURST_MIB = 32  # the largest message (ws_max_size) is read at once
 
 
 class RealtimeServer:
@@ -103,8 +106,11 @@ class RealtimeServer:
             await asyncio.sleep(period)
 
     async def _receive_loop(self, ws: WebSocket, session: RealtimeSession) -> None:
-        """Hand the client's messages to the session until it disconnects, idles out or the session ends."""
+        """Hand the client's messages to the session until it disconnects, idles out or the session ends;
+        read no faster than `server.ingest_mib_per_s` (an IngestPacer), so one client's stream of big
+        messages cannot keep the event loop from the other sessions."""
         idle = self.config.server.idle_timeout_s
+        pacer = IngestPacer(self.config.server.ingest_mib_per_s * MIB, INGEST_BURST_MIB * MIB)
         ended = asyncio.ensure_future(session.ended.wait())
         try:
             with contextlib.suppress(WebSocketDisconnect):
@@ -119,7 +125,11 @@ class RealtimeServer:
                     message = receiving.result()
                     if message["type"] == "websocket.disconnect":
                         return
-                    await session.handle(message.get("text") if message.get("text") is not None else message.get("bytes"))
+                    raw = message.get("text") if message.get("text") is not None else message.get("bytes")
+                    wait_s = pacer.took(len(raw or ""), time.monotonic())
+                    await session.handle(raw)
+                    if wait_s:
+                        await asyncio.wait({ended}, timeout=wait_s)
         finally:
             ended.cancel()
 
