@@ -7,7 +7,7 @@ resident set size of the server process and of every stage process (named ls-<st
 of the run. Prints the figures and writes them, with every sample, to --out as JSON.
 
     .venv/bin/python benchmarks/duplex_soak.py                   # 10 minutes, window 256 + 16 sinks
-    .venv/bin/python benchmarks/duplex_soak.py --minutes 1 --out /tmp/soak.json   # a quick check
+    .venv/bin/python benchmarks/duplex_soak.py --minutes 1 --out benchmarks/results/soak_1min.json  # a quick check
 
 Must hold (issue 30): server + stage RSS slope <= 0.2 MB/min over the last 5 min of a 10-minute
 stream. Linux only (reads /proc).

@@ -15,7 +15,7 @@ too; the VAD's silence wait is in both arms). `ttfp_ms` (speech_stopped received
 what `liveserve client` reports) is given too. Prints p50/p90 of each arm and writes JSON.
 
     .venv/bin/python benchmarks/heavy_neighbour.py                      # 2 rounds of A B B A, 8 turns a block
-    .venv/bin/python benchmarks/heavy_neighbour.py --rounds 1 --turns 2 --out /tmp/hn.json   # a quick check
+    .venv/bin/python benchmarks/heavy_neighbour.py --rounds 1 --turns 2 --out benchmarks/results/hn_quick.json  # a quick check
 
 Must hold (issue 30): the neighbour moves the measured session's first audio by <= 100 ms at p90.
 """

@@ -28,9 +28,10 @@ class KVCacheManager:
 
     Ask-then-commit: `can_reserve(seq, n)` says whether `reserve(seq, n)` would
     succeed (`num_new_blocks`: with how many new blocks); `reserve` grows the
-    sequence's table to hold n tokens or raises and changes nothing. `truncate` and `free` give blocks back. Slot ids (block * size
-    + offset) index the cache flattened over blocks and offsets. These calls are the
-    hot path: O(1), and no allocation when nothing changes.
+    sequence's table to hold n tokens or raises and changes nothing. `truncate` and
+    `free` give blocks back. Slot ids (block * size + offset) index the cache
+    flattened over blocks and offsets. These calls are the hot path: O(1), and no
+    allocation when nothing changes.
 
     Windows: `drop` frees in place the blocks between a sequence's sink blocks and
     the block a window starts in; positions keep counting (tables, reserve and slot
