@@ -10,7 +10,9 @@ of the run. Prints the figures and writes them, with every sample, to --out as J
     .venv/bin/python benchmarks/duplex_soak.py --minutes 1 --out benchmarks/results/soak_1min.json  # a quick check
 
 Must hold (issue 30): server + stage RSS slope <= 0.2 MB/min over the last 5 min of a 10-minute
-stream. Linux only (reads /proc).
+stream. Linux only (reads /proc). The thinker keeps the inputs of its last layers x window positions
+(4 x 256 with the defaults: ~40 s of a stream), so a run shorter than ~2 minutes fits that filling
+up, not the plateau.
 """
 
 from __future__ import annotations
