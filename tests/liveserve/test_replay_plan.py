@@ -135,7 +135,7 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
              'liveserve_kv_preloads_total{outcome="hit",stage="thinker"}': 4.0,
              'liveserve_kv_preloads_total{outcome="too_late",stage="thinker"}': 1.0}
     figures = kv_figures(before, after, duration_s=20.0)
-    assert figures["preemptions"] == 3.0
+    assert figures["preemptions"] == 3.0 and figures["preemptions_by_stage"] == {"talker": 0.0, "thinker": 3.0}
     assert figures["reload_ms_on_path"] == pytest.approx(250.0) and figures["reload_ms_off_path"] == pytest.approx(1500.0)
     assert figures["peak_device_blocks"] == 42.0
     assert figures["peak_device_blocks_by_stage"] == {"talker": 12.0, "thinker": 30.0}

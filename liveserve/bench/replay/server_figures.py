@@ -17,6 +17,7 @@ run; `peak_device_blocks` is the high-water mark the server reports at the end, 
 | `mean_device_blocks` | `liveserve_kv_block_seconds_total`, summed over stages, / duration |
 | `mean_device_blocks_by_stage` | `liveserve_kv_block_seconds_total` by stage / duration |
 | `preemptions` | `liveserve_stage_preemptions`, summed over stages |
+| `preemptions_by_stage` | `liveserve_stage_preemptions` by stage |
 | `unheard_units` | `liveserve_unheard_units_total` by stage |
 | `preloads` | `liveserve_kv_preloads_total` by outcome (admitted, too_late, no_room, hit, ...) |
 """
@@ -35,6 +36,7 @@ COUNTERS = {
     "evictions": ("liveserve_kv_evictions_total", {}, 1.0),
     "preemptions": ("liveserve_stage_preemptions", {}, 1.0),
 }
+PREEMPTIONS = "liveserve_stage_preemptions"
 PEAK_BLOCKS = "liveserve_kv_blocks_peak"
 BLOCK_SECONDS = "liveserve_kv_block_seconds_total"
 PRELOADS = "liveserve_kv_preloads_total"
@@ -55,6 +57,10 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration
     figures["mean_device_blocks_by_stage"] = {
         stage: _mean_blocks(before, after, {"stage": stage}, duration_s)
         for stage in label_values(after, BLOCK_SECONDS, "stage")
+    }
+    figures["preemptions_by_stage"] = {
+        stage: _change(before, after, PREEMPTIONS, {"stage": stage})
+        for stage in label_values(after, PREEMPTIONS, "stage")
     }
     figures["preloads"] = {
         outcome: _change(before, after, PRELOADS, {"outcome": outcome})
