@@ -92,7 +92,6 @@ def _item_truncated(session: RealtimeSession, event: ItemTruncated) -> None:
     item = session.conversation.get(event.item_id)
     extension = {}
     if item is not None:  # as in OpenAI's API, a cut item keeps no transcript of words that were not heard
-        item.audio_ms = min(item.audio_ms, event.heard_ms)
         item.content = [{**part, "transcript": ""} if "transcript" in part else part for part in item.content]
     if event.unheard is not None and item is not None:
         extension["liveserve"] = session.report_unheard(item, event.unheard)
