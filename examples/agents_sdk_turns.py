@@ -12,15 +12,13 @@ session.audio.input.transcription; the rest of the settings apply and the sessio
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import base64
-import json
 from collections import Counter
 
 from agents.realtime import RealtimeAgent, RealtimeRunner
-from microphone import Microphone
 from pydantic import ValidationError
+
+from realtime_example import Microphone, main
 
 
 class Watcher:
@@ -88,13 +86,5 @@ async def turns(url: str, api_key: str) -> dict:
             "parse_failures": watcher.parse_failures}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url", help="the realtime WebSocket URL, e.g. ws://127.0.0.1:8000/v1/realtime")
-    parser.add_argument("--api-key", default="unused", help="a key of server.api_keys (any text without keys)")
-    args = parser.parse_args()
-    print(json.dumps(asyncio.run(turns(args.url, args.api_key))))
-
-
 if __name__ == "__main__":
-    main()
+    main(turns, __doc__.splitlines()[0])

@@ -10,11 +10,8 @@ completes every turn with no ErrorFrame had neither.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 
-from microphone import Microphone
 from pipecat.frames.frames import (
     ErrorFrame, Frame, InputAudioRawFrame, LLMContextFrame, LLMFullResponseEndFrame, TTSAudioRawFrame,
 )
@@ -27,6 +24,8 @@ from pipecat.services.openai.realtime.events import (
 )
 from pipecat.services.openai.realtime.llm import OpenAIRealtimeLLMService
 from pipecat.workers.runner import WorkerRunner
+
+from realtime_example import Microphone, main
 
 RATE = 24000
 
@@ -89,13 +88,5 @@ async def turns(url: str, api_key: str) -> dict:
     return {"turns_audio_bytes": result, "errors": before.errors + after.errors}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url", help="the realtime WebSocket URL, e.g. ws://127.0.0.1:8000/v1/realtime")
-    parser.add_argument("--api-key", default="unused", help="a key of server.api_keys (any text without keys)")
-    args = parser.parse_args()
-    print(json.dumps(asyncio.run(turns(args.url, args.api_key))))
-
-
 if __name__ == "__main__":
-    main()
+    main(turns, __doc__.splitlines()[0])

@@ -12,7 +12,7 @@ from liveserve.realtime.turn_detection import (
     ServerVAD, TurnDetection, parse_turn_detection, turn_detection_json, turn_taking_of,
 )
 from orchestrator.events import TurnRequest
-from orchestrator.interaction_controller import TurnTaking
+from orchestrator.turn_taking import TurnTaking
 
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
 INPUT_RATE = 24000

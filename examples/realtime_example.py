@@ -1,9 +1,12 @@
-"""A stand-in microphone for the examples: the shipped speech clips, streamed in real time, with silence
-between them, as a live microphone would send (24 kHz mono PCM16, 20 ms chunks)."""
+"""What the Python examples share: a stand-in microphone (the shipped speech clips, streamed in real time
+with silence between them, as a live microphone would send: 24 kHz mono PCM16, 20 ms chunks) and the
+command line."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import wave
 from collections.abc import Awaitable, Callable
 
@@ -51,3 +54,12 @@ class Microphone:
             await self.send(chunk)
             next_at += CHUNK_MS / 1000
             await asyncio.sleep(max(0.0, next_at - loop.time()))
+
+
+def main(turns: Callable[[str, str], Awaitable[dict]], description: str) -> None:
+    """`turns(url, api_key)` for the command line's URL and key; prints its result as one JSON line."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("url", help="the realtime WebSocket URL, e.g. ws://127.0.0.1:8000/v1/realtime")
+    parser.add_argument("--api-key", default="unused", help="a key of server.api_keys (any text without keys)")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(turns(args.url, args.api_key))))
