@@ -7,7 +7,7 @@ PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 
-.PHONY: install test serve clean
+.PHONY: install test serve clean js-example
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -17,11 +17,15 @@ $(STAMP): pyproject.toml setup.py
 
 install: $(STAMP)
 
-test: install
+test: install js-example
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The openai JS SDK example's packages (examples/js, pinned by its package-lock.json), when Node.js is here.
+js-example:
+	if command -v npm >/dev/null; then npm ci --prefix examples/js --no-audit --no-fund --loglevel=error; fi
 
 serve: install
 	$(VENV)/bin/liveserve serve
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info examples/js/node_modules

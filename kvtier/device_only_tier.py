@@ -50,6 +50,9 @@ class DeviceOnlyTier(KVTier):
     def evict(self, num_blocks: int, loader: SequenceKV | None = None) -> bool:
         return num_blocks == 0
 
+    def lift_protections(self) -> bool:
+        return False
+
     def evict_beyond(self, horizon: float) -> int:
         return 0
 

@@ -92,6 +92,11 @@ class KVCacheManager:
     def occupancy(self) -> float:
         return self.pool.num_used / self.pool.num_blocks
 
+    @property
+    def num_offloaded_blocks_total(self) -> int:
+        """Blocks whose KV is on the host only, over all sequences: what the device would take back."""
+        return sum(state.num_offloaded for state in self._seqs.values())
+
     def table(self, seq: Hashable) -> BlockTable:
         state = self._seqs.get(seq)
         return _NO_BLOCKS if state is None else state.table

@@ -98,6 +98,9 @@ class Offloader(KVTier):
         self.counters.add(f"evictions_{self.policy.name}", num_blocks)
         return True
 
+    def lift_protections(self) -> bool:
+        return self.candidates.lift(self.clock()) > 0
+
     def evict_beyond(self, horizon: float) -> int:
         """Evict every ready candidate's backed blocks whose predicted next use is after `horizon`."""
         self.candidates.expire(self.clock())

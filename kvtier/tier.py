@@ -23,7 +23,8 @@ class KVTier(ABC):
     - `evict(n)` frees exactly n device blocks backed on the host, or none and False
       (`loader`: the sequence a background load makes room for); `num_evictable_blocks`
       is what it could free now; `evict_beyond(horizon)` evicts every candidate next
-      used after `horizon`, whatever the pressure, and says how many blocks.
+      used after `horizon`, whatever the pressure, and says how many blocks;
+      `lift_protections()` ends every protection now (False: there was none).
     - `store`, `load` (False: no room, nothing changed), `preload` (an outcome, see
       KVCacheManager.preload; it leaves `keep_free` device blocks free) and `cancel_load`
       (False: no background load) start or
@@ -70,6 +71,9 @@ class KVTier(ABC):
 
     @abstractmethod
     def evict_beyond(self, horizon: float) -> int: ...
+
+    @abstractmethod
+    def lift_protections(self) -> bool: ...
 
     @abstractmethod
     def store(self, state: SequenceKV) -> None: ...

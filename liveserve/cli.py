@@ -16,6 +16,7 @@ from liveserve.audio_io import AudioError, read_wav, resample, write_wav
 from liveserve.config import check_checkpoints, load_config
 from liveserve.command_runner import run_command
 from liveserve.config_document import add_override_argument
+from liveserve.config_server import require_auth
 from liveserve.config_reader import ConfigError
 
 ENCODER_RATE = 16000
@@ -100,6 +101,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
     host, port = args.host or config.server.host, config.server.port if args.port is None else args.port
+    require_auth(config.server, host)
     uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, ws_max_size=32 * 1024 * 1024)
     return 0
 

@@ -12,6 +12,7 @@ from liveserve.admission import AdmissionConfig
 from liveserve.config_document import Override, apply_overrides, read_document
 from liveserve.config_pipeline import DECODERS, read_graph, read_models, require_absent
 from liveserve.config_reader import ConfigError, Section, build
+from liveserve.config_server import ServerConfig, read_server
 from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import KVSpec, StageSpec, check_weights
@@ -39,27 +40,6 @@ class RuntimeConfig:
             raise ValueError(f"torch_threads must be positive, got {self.torch_threads}")
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """The realtime server's defaults (the CLI may override host and port)."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_sessions: int = 32
-    idle_timeout_s: float = 600.0
-    ingest_mib_per_s: float = 8.0  # each connection's messages are read at most this fast, after 32 MiB
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in [0, 65535], got {self.port}")
-        if self.max_sessions <= 0:
-            raise ValueError(f"max_sessions must be positive, got {self.max_sessions}")
-        if not self.idle_timeout_s > 0:
-            raise ValueError(f"idle_timeout_s must be positive, got {self.idle_timeout_s}")
-        if not (isinstance(self.ingest_mib_per_s, (int, float)) and 0 < self.ingest_mib_per_s < math.inf):
-            raise ValueError(f"ingest_mib_per_s must be a positive number, got {self.ingest_mib_per_s!r}")
 
 
 @dataclass(frozen=True)
@@ -167,7 +147,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         interaction=root.section("interaction").fill(InteractionPriors),
         duplex=root.section("duplex").fill(DuplexConfig),
     )
-    server = root.section("server").fill(ServerConfig)
+    server = read_server(root.section("server"))
     admission = _read_admission(root.section("admission"), server)
     return LiveServeConfig(name, pipeline, runtime, server, str(source), admission)
 

@@ -1,25 +1,32 @@
-"""Per-session interaction state: voice activity, playback progress, barge-in.
+"""Per-session interaction state: voice activity, end of turn, playback progress, barge-in.
 
 A leaf package: imports nothing of LiveServe's and takes frozen dataclasses.
 """
 from monitor.playback import PlaybackTracker
+from monitor.semantic_turn import EAGERNESS_NAMES, SemanticTurnConfig, SemanticTurnDetector
 from monitor.session_monitor import BargeIn, InteractionSnapshot, MonitorEvent, SessionMonitor
 from monitor.silero import SileroVAD, VoiceConfidence
+from monitor.smart_turn import SmartTurn, TurnCompletion
 from monitor.turn_detector import (
     SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector, TurnEvent,
 )
 
 __all__ = [
     "BargeIn",
+    "EAGERNESS_NAMES",
     "InteractionSnapshot",
     "MonitorEvent",
     "PlaybackTracker",
+    "SemanticTurnConfig",
+    "SemanticTurnDetector",
     "SessionMonitor",
     "SileroVAD",
+    "SmartTurn",
     "SpeechPaused",
     "SpeechStarted",
     "SpeechStopped",
     "TurnDetectionConfig",
+    "TurnCompletion",
     "TurnDetector",
     "TurnEvent",
     "VoiceConfidence",

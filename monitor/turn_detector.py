@@ -9,6 +9,7 @@ from monitor.silero import SAMPLE_RATE, WINDOW_SAMPLES, VoiceConfidence
 
 WINDOW_MS = WINDOW_SAMPLES * 1000 // SAMPLE_RATE
 HYSTERESIS = 0.15
+INLINE_SAMPLES = SAMPLE_RATE  # a feed of up to 1 s costs little enough to run on the caller's event loop
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,11 @@ class TurnDetector:
         (the turn is likely to end soon; once per run, and not in the window that
         ends it); once it covers silence_duration_ms, speech stops at the run's start.
     Events come out of the `feed` call whose audio completed the deciding
-    window; more input never changes events already emitted.
+    window; more input never changes events already emitted. A feed of up to
+    `inline_samples` samples is cheap enough for an event loop.
     """
+
+    inline_samples = INLINE_SAMPLES
 
     def __init__(self, vad: VoiceConfidence, config: TurnDetectionConfig = TurnDetectionConfig()) -> None:
         self.vad = vad
@@ -143,6 +147,10 @@ class TurnDetector:
                 self._paused = True
                 return SpeechPaused(silence_start)
             return None
+        return self._stop(silence_start)
+
+    def _stop(self, silence_start: int) -> SpeechStopped:
+        """End the speech at the start of the open silence run."""
         self._paused = False
         self.is_speaking = False
         self._silence_start_ms = None

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor import BargeIn, SessionMonitor, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig
+from monitor import (
+    BargeIn, SemanticTurnConfig, SessionMonitor, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig,
+)
 from orchestrator.events import AudioDelta, TurnDone, TurnRequest
 from orchestrator.ids import new_id
 from orchestrator.interaction_events import (
@@ -18,27 +20,12 @@ from orchestrator.interaction_events import (
 from orchestrator.session import Session
 from orchestrator.speech_buffer import SpeechBuffer
 from orchestrator.turn import Turn
+from orchestrator.turn_taking import TurnTaking
 from stages.kinds import StageKind
 
 
 MAX_UNCOMMITTED_S = 120.0  # of input audio held per session before a commit
 SILENCE_KEPT_MS = 1000.0  # while nobody speaks, beyond the prefix padding
-INLINE_VAD_SAMPLES = 16000  # appends up to 1 s are run through the VAD on the event loop
-
-
-@dataclass(frozen=True)
-class TurnTaking:
-    """Server-side turn detection: VAD thresholds, and what the end and the start of speech do."""
-
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    create_response: bool = True
-    interrupt_response: bool = True
-
-    @property
-    def detection(self) -> TurnDetectionConfig:
-        return TurnDetectionConfig(self.threshold, self.prefix_padding_ms, self.silence_duration_ms)
 
 
 @dataclass
@@ -67,7 +54,8 @@ class InteractionController:
     be honoured, with nothing changed.
     """
 
-    def __init__(self, session: Session, monitor: SessionMonitor, make_detector: Callable[[TurnDetectionConfig], object],
+    def __init__(self, session: Session, monitor: SessionMonitor,
+                 make_detector: Callable[[TurnDetectionConfig | SemanticTurnConfig], object],
                  listener: Callable[[InteractionEvent], None], clock: Callable[[], float]) -> None:
         self.session, self.monitor, self.listener, self.clock = session, monitor, listener, clock
         self.make_detector = make_detector
@@ -93,12 +81,13 @@ class InteractionController:
 
     async def feed_audio(self, pcm16k: np.ndarray) -> None:
         """Buffer the user's audio (ValueError, nothing kept, past MAX_UNCOMMITTED_S) and detect turns in it;
-        the VAD of more than INLINE_VAD_SAMPLES runs on a worker thread, so other sessions go on meanwhile."""
+        a feed the detector calls costly (over its `inline_samples`) runs on a worker thread, so other sessions go
+        on meanwhile."""
         self.buffer.append(pcm16k)
         if self.turn_taking is None:
             return
         detector = self.monitor.detector
-        found = (detector.feed(pcm16k) if len(pcm16k) <= INLINE_VAD_SAMPLES
+        found = (detector.feed(pcm16k) if len(pcm16k) <= detector.inline_samples
                  else await asyncio.to_thread(detector.feed, pcm16k))
         for event in self.monitor.observe(found):
             self._on_vad(event)
@@ -123,7 +112,7 @@ class InteractionController:
         elif isinstance(event, BargeIn) and turn_taking.interrupt_response:
             self._barge_in()
         elif isinstance(event, SpeechPaused):
-            self.session.speech_paused(turn_taking.silence_duration_ms / 2000)
+            self.session.speech_paused(turn_taking.detection.silence_duration_ms / 2000)
         elif isinstance(event, SpeechStopped):
             item_id, start_ms = self._speech or (new_id("item"), None)
             self._speech = None

@@ -6,7 +6,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from monitor import SessionMonitor, SileroVAD, TurnDetectionConfig, TurnDetector, VoiceConfidence
+from monitor import (
+    SemanticTurnConfig, SemanticTurnDetector, SessionMonitor, SileroVAD, SmartTurn, TurnCompletion,
+    TurnDetectionConfig, TurnDetector, VoiceConfidence,
+)
 from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
 from orchestrator.duplex_hub import DuplexHub
@@ -27,18 +30,19 @@ class Orchestrator:
 
     All methods run on the event loop thread. Sessions, turns, user inputs and duplex streams get
     the pipeline's narrow port (`pipeline`), never the orchestrator. `sleep` is what the duplex
-    frame clock waits with and `vad` makes each session's voice activity detector (tests pass a fake
-    clock's sleep and a scripted VAD).
+    frame clock waits with, `vad` makes each session's voice activity detector and `turn_model` the
+    end-of-turn model of semantic_vad (tests pass a fake clock's sleep, a scripted VAD and model).
     """
 
     def __init__(
         self, config: PipelineConfig, tokenizer: TextTokenizer | None = None,
         placement: Placement | None = None, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, vad: Callable[[], VoiceConfidence] = SileroVAD,
+        turn_model: Callable[[], TurnCompletion] = SmartTurn,
     ) -> None:
         self.config = config
         self.clock = clock
-        self.vad = vad
+        self.vad, self.turn_model = vad, turn_model
         tokenizer = tokenizer or TextTokenizer.default()
         self.bus = StageBus(placement or LocalPlacement(), clock)
         self.pipeline = Pipeline(self.bus, PipelineGeometry.of(config), tokenizer, ChatTemplate(tokenizer))
@@ -79,7 +83,10 @@ class Orchestrator:
         monitor = SessionMonitor(session_id, self.make_detector(TurnDetectionConfig()), self.clock)
         return InteractionController(session, monitor, self.make_detector, listener, self.clock)
 
-    def make_detector(self, config: TurnDetectionConfig) -> TurnDetector:
+    def make_detector(self, config: TurnDetectionConfig | SemanticTurnConfig) -> TurnDetector:
+        """A detector for `config`: semantic_vad's judges pauses with the end-of-turn model."""
+        if isinstance(config, SemanticTurnConfig):
+            return SemanticTurnDetector(self.vad(), self.turn_model(), config)
         return TurnDetector(self.vad(), config)
 
     def close_session(self, session_id: str) -> None:

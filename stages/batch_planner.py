@@ -19,9 +19,9 @@ class BatchPlanner:
     `max_num_batched_tokens` or `max_num_seqs` is reached; a planned request is
     admitted (RUNNING) and stamped `last_scheduled_time`. Before a chunk is planned
     its KV is reserved (ask, then commit): a request that could never fit fails (via
-    `fail`); an admitted request whose KV is away waits for it to load, or, with no
-    room to load it and nothing in flight, is preempted to recompute; a chunk the
-    residency manager cannot make room for preempts the Preemptor's victims, or waits.
+    `fail`); an admitted request whose KV is away waits for it to load (and for room
+    to load it); a chunk the residency manager cannot make room for preempts the
+    Preemptor's victims, or waits.
     A WAITING request leaves one block of growth for every admitted request still to
     plan this round (it may evict dormant KV for them, never preempt): otherwise a new
     request ordered first takes the blocks running ones were about to decode into,
@@ -63,17 +63,11 @@ class BatchPlanner:
         if problem is not None:
             self.fail(request, problem)
             return None
-        if request.status is RequestStatus.RUNNING and not self._resident(request, plan):
+        if request.status is RequestStatus.RUNNING and not self.residency.ensure_resident(request, self.clock()):
             return None
         if not self._reserve(request, end, ordered, plan):
             return None
         return ScheduledChunk(request, request.num_computed, num_tokens)
-
-    def _resident(self, request: StageRequest, plan: SchedulerPlan) -> bool:
-        resident = self.residency.ensure_resident(request, self.clock())
-        if resident is None and not self.residency.is_waiting_on_kv:
-            self.preemptor.preempt(request, plan)
-        return bool(resident)
 
     def _reserve(self, request: StageRequest, end: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
         growth = self._growth if request.status is RequestStatus.WAITING else 0

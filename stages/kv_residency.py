@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvtier import KVCacheManager, TransferDone
@@ -26,7 +26,8 @@ class ReloadCounters:
     critical_s: float = 0.0      # ready requests waiting for their KV to come back
     background_s: float = 0.0    # load transfer time nobody waited for (preloads)
     loaded_bytes: int = 0
-    load_fallbacks: int = 0      # no room to load: the request recomputes instead
+    load_waits: int = 0          # rounds a request waited for room to load its KV
+    protections_lifted: int = 0  # times protected KV was made evictable for want of room
 
 
 class KVResidency(Residency):
@@ -157,14 +158,14 @@ class KVResidency(Residency):
     def never_fits(self, request: StageRequest, end: int) -> str | None:
         return self.drop.never_fits(self.kv, request, end)
 
-    def ensure_resident(self, request: StageRequest, now: float) -> bool | None:
+    def ensure_resident(self, request: StageRequest, now: float) -> bool:
         request_id = request.request_id
         if self.kv.is_resident(request_id):
             return True
         if request_id not in self._waiting_since:
-            if not self.kv.load(request_id):
-                self.counters.load_fallbacks += 1
-                return None
+            if not self.kv.load(request_id) and not self._lift_protections(lambda: self.kv.load(request_id)):
+                self.counters.load_waits += 1
+                return False
             self._waiting_since[request_id] = now
         return False
 
@@ -183,7 +184,18 @@ class KVResidency(Residency):
     def _evict(self, num_blocks: int, now: float) -> bool:
         """Move `num_blocks` dormant device blocks to the host tier, by its policy; False: not possible."""
         self._refresh_hints(now)
-        return self.kv.tier.num_evictable_blocks() >= num_blocks and self.kv.tier.evict(num_blocks)
+        tier = self.kv.tier
+        if tier.num_evictable_blocks() >= num_blocks and tier.evict(num_blocks):
+            return True
+        return self._lift_protections(lambda: tier.num_evictable_blocks() >= num_blocks and tier.evict(num_blocks))
+
+    def _lift_protections(self, retry: Callable[[], bool]) -> bool:
+        """With no room otherwise, protected KV (a speaking user's, a preload's) may leave: another load
+        later costs less than the recompute or the wait it spares. `retry` is the attempt to make again."""
+        if not self.kv.tier.lift_protections():
+            return False
+        self.counters.protections_lifted += 1
+        return retry()
 
     def reserve(self, request: StageRequest, end: int) -> None:
         self.kv.skip(request.request_id, request.num_computed)
@@ -244,7 +256,7 @@ class KVResidency(Residency):
             return {}
         return {**tier.stats, "link_gbps": tier.link_gbps, "reload_critical_s": reloads.critical_s,
                 "reload_background_s": reloads.background_s, "reload_bytes": reloads.loaded_bytes,
-                "load_fallbacks": reloads.load_fallbacks}
+                "load_waits": reloads.load_waits, "protections_lifted": reloads.protections_lifted}
 
     def close(self) -> None:
         self.kv.tier.close()

@@ -29,7 +29,7 @@ class NoKVResidency(Residency):
     def never_fits(self, request: StageRequest, end: int) -> str | None:
         return None
 
-    def ensure_resident(self, request: StageRequest, now: float) -> bool | None:
+    def ensure_resident(self, request: StageRequest, now: float) -> bool:
         return True
 
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:

@@ -14,15 +14,21 @@ class Preemptor:
     round: residents with no pending work first, least recently scheduled first; for
     a RUNNING request then also active ones, those the policy held (left out of its
     order) first, then from the end of the order. A WAITING request preempts idle
-    residents only. Preempting frees the victim's KV and sends it back to WAITING, to
-    recompute from position 0 (past the positions it forgot: a windowed request
-    recomputes its sinks and its recent past only, see SinksAndWindow): a windowed
-    stream may be a victim like any other, at a cost bounded however long it ran.
+    residents only. Without `prefill_preempts`, a prefill (a request with more than one
+    position pending: a new turn, or a recomputation) takes no active request's KV while
+    another admitted request in the order is decoding (held ones are not): it waits for
+    replies to end instead, since a recomputation needs room in turn and under pressure
+    makes the next one (the cascade of a preemption storm); with no one decoding,
+    nothing else would free room, so it does. Preempting frees the victim's KV and sends it back to WAITING, to recompute
+    from position 0 (past the positions it forgot: a windowed request recomputes its
+    sinks and its recent past only, see SinksAndWindow): a windowed stream may be a
+    victim like any other, at a cost bounded however long it ran.
     """
 
-    def __init__(self, requests: dict[str, StageRequest], residency: Residency) -> None:
+    def __init__(self, requests: dict[str, StageRequest], residency: Residency, prefill_preempts: bool = True) -> None:
         self.requests = requests
         self.residency = residency
+        self.prefill_preempts = prefill_preempts
         self.num_preemptions = 0
 
     def victims(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan,
@@ -34,7 +40,8 @@ class Preemptor:
         holders = [r for r in self.requests.values()
                    if r.status is RequestStatus.RUNNING and r.request_id not in planned and held(r.request_id)]
         candidates = sorted((r for r in holders if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
-        if request.status is RequestStatus.RUNNING:  # then active ones: held first, then from the end of the order
+        if request.status is RequestStatus.RUNNING and not self._waits_for_decoders(request, ordered):
+            # then active ones: held first, then from the end of the order
             rank = {r.request_id: i for i, r in enumerate(ordered)}
             active = [r for r in holders if r.num_pending > 0]
             candidates += sorted(active, key=lambda r: rank.get(r.request_id, len(rank)), reverse=True)
@@ -45,6 +52,12 @@ class Preemptor:
             victims.append(victim)
             freed += held(victim.request_id)
         return victims if freed >= shortfall else None
+
+    def _waits_for_decoders(self, request: StageRequest, ordered: list[StageRequest]) -> bool:
+        if self.prefill_preempts or request.num_pending <= 1:
+            return False
+        running = RequestStatus.RUNNING
+        return any(r.status is running and r.num_pending == 1 and r is not request for r in ordered)
 
     def preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
         self.residency.free(victim.request_id)

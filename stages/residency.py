@@ -20,8 +20,9 @@ class Residency(ABC):
     - Planning a chunk of `request` ending at position `end`: `never_fits` gives the
       message the request fails with if it could never fit (else None);
       `ensure_resident(request, now)`, asked before an admitted request is planned, is
-      True when its KV is all on the device, False while a load is under way (it
-      waits), None when there is no room to load it (it recomputes); `shortfall(request,
+      True when its KV is all on the device, False while it waits for a load or for
+      room to load it (KV intact on the host never recomputes: a recomputation would
+      need the same room); `shortfall(request,
       end, growth, now)` makes room without preempting and says how many blocks are
       still missing (0: it fits; None: it waits), a WAITING request leaving `growth`
       blocks for the admitted ones still to plan; then `reserve(request, end)`
@@ -56,7 +57,7 @@ class Residency(ABC):
     def never_fits(self, request: StageRequest, end: int) -> str | None: ...
 
     @abstractmethod
-    def ensure_resident(self, request: StageRequest, now: float) -> bool | None: ...
+    def ensure_resident(self, request: StageRequest, now: float) -> bool: ...
 
     @abstractmethod
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None: ...

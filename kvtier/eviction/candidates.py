@@ -60,6 +60,16 @@ class EvictionCandidates:
             state = protected.pop()
             self.ready.put(state, self.key(state), self._waiting.pop(state))
 
+    def lift(self, now: float) -> int:
+        """End every protection now (they become ready); how many there were."""
+        lifted = len(self._waiting)
+        for state, num_blocks in self._waiting.items():
+            state.protected_until = now
+            self._protected.remove(state)
+            self.ready.put(state, self.key(state), num_blocks)
+        self._waiting.clear()
+        return lifted
+
     def take(self, n: int, now: float, admits: Callable[[SequenceKV], bool] | None = None
              ) -> list[tuple[SequenceKV, int]] | None:
         """Victims for exactly n blocks (see VictimHeap.take), after expiring protections."""

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Item:
-    """One message. Assistant items carry their transcript, delivered audio length and, per stage,
-    the unheard work already in the server's counters."""
+    """One message. Assistant items carry their transcript, the length of the audio delivered (a cut does
+    not change it: a client may truncate at any point of what it was sent, also after the server's own
+    cut at a barge-in) and, per stage, the unheard work already in the server's counters."""
 
     item_id: str
     role: str

@@ -110,8 +110,9 @@ class KVTierCollector(Collector):
                                        labels=["stage", "outcome"])
         evictions = CounterMetricFamily("liveserve_kv_evictions", "Device KV blocks evicted to the host",
                                         labels=["stage", "policy"])
-        fallbacks = CounterMetricFamily("liveserve_kv_fallbacks", "Tier work that fell back: a load with no room "
-                                        "(recomputed), a store with no host room", labels=["stage", "kind"])
+        fallbacks = CounterMetricFamily("liveserve_kv_fallbacks", "Tier work that could not go as planned: rounds a "
+                                        "load waited for room, protections lifted for room, a store with no host room",
+                                        labels=["stage", "kind"])
         host = GaugeMetricFamily("liveserve_kv_host_blocks", "Host KV blocks in use now and at peak",
                                  labels=["stage", "when"])
         link = GaugeMetricFamily("liveserve_kv_link_gbps", "Device-host link rate measured at start-up",
@@ -129,7 +130,8 @@ class KVTierCollector(Collector):
                 preloads.add_metric([s.name, outcome], c[f"preloads_{outcome}"])
             for policy in ("lru", "next_use"):
                 evictions.add_metric([s.name, policy], c[f"evictions_{policy}"])
-            fallbacks.add_metric([s.name, "load"], c["load_fallbacks"])
+            fallbacks.add_metric([s.name, "load_wait"], c["load_waits"])
+            fallbacks.add_metric([s.name, "protection_lifted"], c["protections_lifted"])
             fallbacks.add_metric([s.name, "store"], c["stores_skipped"])
             host.add_metric([s.name, "now"], c["host_blocks_used"])
             host.add_metric([s.name, "peak"], c["host_blocks_peak"])

@@ -7,12 +7,13 @@ import contextlib
 import logging
 import time
 
-from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from starlette.websockets import WebSocketState
 
 from liveserve.admission import KVWatch, make_admission
 from liveserve.config import LiveServeConfig
+from liveserve.realtime.auth import ApiKeys, unauthorized
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.ingest_pacer import IngestPacer
 from liveserve.realtime.metrics import ServerMetrics
@@ -37,11 +38,13 @@ class RealtimeServer:
     whose per-frame latency a controller can judge, are admitted by `gate` (`admission.policy`:
     fixed, or aimd on that latency) when a session turns duplex mode on. While `watch` runs, it
     samples the stages' KV pools into `kv_watch` and ticks the gate; sessions report each duplex
-    frame's latency to `frame_done`.
+    frame's latency to `frame_done`. With `server.api_keys` set, an upgrade without one of them gets
+    HTTP 401 before any session state exists.
     """
 
     def __init__(self, config: LiveServeConfig) -> None:
         self.config = config
+        self.api_keys = ApiKeys(config.server.api_keys)
         self.orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime))
         self.metrics = ServerMetrics(self.orch.status)
         self.sessions: set[RealtimeSession] = set()
@@ -53,6 +56,9 @@ class RealtimeServer:
 
     async def serve_connection(self, ws: WebSocket) -> None:
         offered = ws.scope.get("subprotocols") or []
+        if not self.api_keys.allows(ws.headers.get("authorization"), offered):
+            await ws.send_denial_response(unauthorized())
+            return
         await ws.accept(subprotocol="realtime" if "realtime" in offered else None)
         if len(self.sessions) >= self.config.server.max_sessions:
             await self._reject(ws)
@@ -180,7 +186,10 @@ def create_app(config: LiveServeConfig) -> FastAPI:
         return JSONResponse(body, status_code=503 if down else 200)
 
     @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        """The Prometheus metrics; with `server.api_keys` set, only for a request that carries a key."""
+        if not server.api_keys.allows(request.headers.get("authorization")):
+            return unauthorized()
         return Response(server.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.websocket("/v1/realtime")

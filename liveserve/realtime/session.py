@@ -15,6 +15,7 @@ from starlette.websockets import WebSocketDisconnect
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.duplex_link import DuplexLink, duplex_request
 from liveserve.realtime.errors import RealtimeError, event_id_of, lone_surrogate_at, refusal, require, shown
+from liveserve.realtime.ignored_settings import ignored_error, ignored_settings
 from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16, num_pcm16_samples
 from liveserve.realtime.items import parse_user_item
 from liveserve.realtime.interaction_events import translate
@@ -152,6 +153,8 @@ class RealtimeSession:
         if duplex is not None:
             self._set_duplex(duplex)
         self.emit("session.updated", session=self._session_json())
+        if ignored := ignored_settings(event["session"]):
+            self.emit_error(ignored_error(ignored), event_id_of(event))
 
     def _set_duplex(self, on: bool) -> None:
         if on and self.duplex is None:

@@ -3,41 +3,37 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from liveserve.realtime.errors import RealtimeError, require, shown
+from liveserve.realtime.errors import require, shown
+from liveserve.realtime.ignored_settings import VOICE
+from liveserve.realtime.turn_detection import (
+    ServerVAD, TurnDetection, parse_turn_detection, turn_detection_json, turn_taking_of,
+)
 from orchestrator.events import TurnRequest
-from orchestrator.interaction_controller import TurnTaking
+from orchestrator.turn_taking import TurnTaking
 
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
 INPUT_RATE = 24000
 
 
 @dataclass(frozen=True)
-class ServerVAD:
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    create_response: bool = True
-    interrupt_response: bool = True
-
-
-@dataclass(frozen=True)
 class SessionSettings:
-    """What a session's client chose. `turn_detection` None means manual commit."""
+    """What a session's client chose (of what LiveServe supports; see ignored_settings for the rest).
+    `turn_detection` None means manual commit."""
 
     model: str
     output_modalities: tuple[str, ...] = ("audio",)
     instructions: str = ""
-    voice: str = "alloy"
-    turn_detection: ServerVAD | None = ServerVAD()
+    turn_detection: TurnDetection | None = ServerVAD()
     max_output_tokens: int | None = None
     temperature: float | None = None
 
 
 def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
-    """Settings after a `session.update` body; RealtimeError names the offending field."""
+    """Settings after a `session.update` body; RealtimeError names the offending field. Settings LiveServe
+    does without (ignored_settings) are not read here, except that a voice must be a string."""
     require(isinstance(session, dict), "invalid_type", "session must be an object", "session")
     changes: dict[str, Any] = {}
     modalities = session.get("output_modalities", session.get("modalities"))
@@ -50,12 +46,10 @@ def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
     input_audio, output_audio = _object(audio, "input", "session.audio"), _object(audio, "output", "session.audio")
     _check_formats(session, input_audio, output_audio)
     voice = output_audio.get("voice", session.get("voice"))
-    if voice is not None:
-        require(isinstance(voice, str), "invalid_type", "voice must be a string", "session.audio.output.voice")
-        changes["voice"] = voice
+    require(voice is None or isinstance(voice, str), "invalid_type", "voice must be a string", "session.audio.output.voice")
     if "turn_detection" in input_audio or "turn_detection" in session:
         detection = input_audio["turn_detection"] if "turn_detection" in input_audio else session["turn_detection"]
-        changes["turn_detection"] = _turn_detection(detection, settings.turn_detection)
+        changes["turn_detection"] = parse_turn_detection(detection, settings.turn_detection)
     tokens = session.get("max_output_tokens", session.get("max_response_output_tokens"))
     if tokens is not None:
         changes["max_output_tokens"] = _max_tokens(tokens, "session.max_output_tokens")
@@ -88,32 +82,6 @@ def _check_formats(session: dict, input_audio: dict, output_audio: dict) -> None
             require(session[key] == "pcm16", "unsupported_format", f"only pcm16 is supported, got {shown(session[key])}", f"session.{key}")
 
 
-def _turn_detection(value: Any, current: ServerVAD | None) -> ServerVAD | None:
-    if value is None:
-        return None
-    where = "session.audio.input.turn_detection"
-    require(isinstance(value, dict), "invalid_type", "turn_detection must be an object or null", where)
-    require(value.get("type", "server_vad") == "server_vad", "invalid_value",
-            f"turn_detection.type must be 'server_vad' (or turn_detection null), got {shown(value.get('type'))}", f"{where}.type")
-    base = asdict(current or ServerVAD())
-    for key, kind in (("threshold", float), ("prefix_padding_ms", int), ("silence_duration_ms", int),
-                      ("create_response", bool), ("interrupt_response", bool)):
-        if key in value:
-            base[key] = _typed(value[key], kind, f"{where}.{key}")
-    require(0.0 < base["threshold"] < 1.0, "invalid_value", "threshold must be between 0 and 1", f"{where}.threshold")
-    for key in ("prefix_padding_ms", "silence_duration_ms"):
-        require(0 <= base[key] <= 10_000, "invalid_value", f"{key} must be in [0, 10000]", f"{where}.{key}")
-    return ServerVAD(**base)
-
-
-def _typed(value: Any, kind: type, where: str) -> Any:
-    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise RealtimeError("invalid_type", f"{where.rsplit('.', 1)[-1]} must be {kind.__name__}, got {shown(value)}", where)
-
-
 def _max_tokens(value: Any, where: str) -> int | None:
     if value == "inf":
         return None
@@ -144,17 +112,13 @@ def response_overrides(response: Any, settings: SessionSettings) -> SessionSetti
 
 def turn_taking(settings: SessionSettings) -> TurnTaking | None:
     """The session's turn detection, as the interaction controller takes it (None: manual commit)."""
-    return None if settings.turn_detection is None else TurnTaking(**asdict(settings.turn_detection))
+    return turn_taking_of(settings.turn_detection)
 
 
 def turn_request(settings: SessionSettings, ignore_eos: bool = False) -> TurnRequest:
     """How a response under `settings` is generated."""
     return TurnRequest(speak="audio" in settings.output_modalities, max_tokens=settings.max_output_tokens,
                        temperature=settings.temperature, ignore_eos=ignore_eos)
-
-
-def _vad_json(vad: ServerVAD | None) -> dict | None:
-    return None if vad is None else {"type": "server_vad", **asdict(vad), "idle_timeout_ms": None}
 
 
 def ga_session(session_id: str, s: SessionSettings) -> dict:
@@ -164,8 +128,8 @@ def ga_session(session_id: str, s: SessionSettings) -> dict:
         "output_modalities": list(s.output_modalities), "instructions": s.instructions,
         "audio": {
             "input": {"format": pcm, "transcription": None, "noise_reduction": None,
-                      "turn_detection": _vad_json(s.turn_detection)},
-            "output": {"format": pcm, "voice": s.voice, "speed": 1.0},
+                      "turn_detection": turn_detection_json(s.turn_detection)},
+            "output": {"format": pcm, "voice": VOICE, "speed": 1.0},
         },
         "tools": [], "tool_choice": "auto", "tracing": None, "prompt": None, "include": None,
         "max_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
@@ -176,8 +140,8 @@ def beta_session(session_id: str, s: SessionSettings) -> dict:
     return {
         "id": session_id, "object": "realtime.session", "model": s.model,
         "modalities": sorted(set(s.output_modalities) | {"text"}), "instructions": s.instructions,
-        "voice": s.voice, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
-        "input_audio_transcription": None, "turn_detection": _vad_json(s.turn_detection),
+        "voice": VOICE, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
+        "input_audio_transcription": None, "turn_detection": turn_detection_json(s.turn_detection),
         "tools": [], "tool_choice": "auto", "temperature": 0.8 if s.temperature is None else s.temperature,
         "max_response_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
     }

@@ -40,12 +40,16 @@ class SchedulingPolicy(ABC):
       their listener, not just left out for a round) to the clock time each is
       expected to be served again; their KV may leave the device meanwhile. Empty
       for a policy that holds nothing that long.
+    - `prefill_preempts`: whether a prefill may make an active request recompute while
+      others decode (see Preemptor).
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:
       `rounds` counts rounds ordered, any other name the ready requests put in that
       class, summed over rounds.
     """
+
+    prefill_preempts = True
 
     def __init__(self, params: object, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:

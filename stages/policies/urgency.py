@@ -24,7 +24,9 @@ class UrgencyParams:
     is held until playback brings it down to `p_resume_ms` (None: back under `p_max_ms`;
     a lower mark paces in bursts, leaving a held context idle long enough to leave the
     device); `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the
-    utility that orders the remaining requests.
+    utility that orders the remaining requests. Requests are held and yield only while
+    the stage's KV, on the device and offloaded, takes at most `pace_kv_share` of its
+    pool (.inf: whatever it takes).
     """
 
     p_safe_ms: float = 400.0
@@ -33,6 +35,7 @@ class UrgencyParams:
     p_resume_ms: float | None = None
     alpha: float = 1.0
     beta: float = 0.25
+    pace_kv_share: float = 0.9
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -43,6 +46,7 @@ class UrgencyParams:
                            f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
         for name in ("alpha", "beta"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+        require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
 
 
 def _no_telemetry(request_id: str) -> PlaybackState | None:
@@ -71,6 +75,14 @@ class UrgencyPolicy(SchedulingPolicy):
       set only once P is down to p_resume_ms; `resume_at` says when that will be (P
       draining at 1x), so that under memory pressure the stage may move the held KV
       out meanwhile rather than recompute an active request.
+    - Paced only while the pool affords it: holding and yielding keep a reply's context
+      active for its whole playback instead of the moments its computation takes, so
+      pacing every reply makes every replying session's KV active at once. Once the
+      stage's KV (on the device and offloaded) exceeds `pace_kv_share` of the pool,
+      nothing is held or yields: replies finish as fast as the stage computes them and
+      their KV goes dormant, where it may leave (benchmarks/memory_pressure.py: paced
+      replies in a pool holding a quarter of the sessions' KV kept 20-28 contexts
+      active where FCFS had 5-11, and a storm of recomputations followed).
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
@@ -80,9 +92,15 @@ class UrgencyPolicy(SchedulingPolicy):
     first audio is the one assumption that never starves a listener, but it makes no
     one yield. Ties keep the order given (the scheduler's: the order requests were added).
 
+    A prefill does not preempt active requests while others decode (`prefill_preempts`
+    False): under pressure a new turn waits for replies to end rather than start a
+    cascade of recomputations.
+
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
     `fallbacks` (no telemetry, ordered as U1), `held` and `yielded`.
     """
+
+    prefill_preempts = False
 
     def __init__(self, params: UrgencyParams, view: InteractionView | None = None,
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
@@ -100,6 +118,9 @@ class UrgencyPolicy(SchedulingPolicy):
         p_safe, p_max = params.p_safe_ms, params.p_max_ms
         exposure = params.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
         p_resume = params.p_max_ms if params.p_resume_ms is None else params.p_resume_ms  # where a hold ends
+        paced = self._may_pace()
+        if not paced:
+            p_max = p_resume = math.inf
         was_held, resume_at = self.resume_at, {}
         pressure = params.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
         blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
@@ -134,7 +155,7 @@ class UrgencyPolicy(SchedulingPolicy):
         self.resume_at = resume_at
         waiting_here = bool(u0) or len(u1) > num_fallbacks
         self._report(waiting_here)
-        yielding = waiting_here or (self.device is not None and self.device.listener_waiting)
+        yielding = paced and (waiting_here or (self.device is not None and self.device.listener_waiting))
         if yielding:
             kept = [i for i, buffer_ms in enumerate(u2_buffers) if buffer_ms < params.p_yield_ms]
             u2_keys, u2, num_yielded = [u2_keys[i] for i in kept], [u2[i] for i in kept], len(u2) - len(kept)
@@ -142,6 +163,12 @@ class UrgencyPolicy(SchedulingPolicy):
             num_yielded = 0
         self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, num_held, num_yielded)
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2)
+
+    def _may_pace(self) -> bool:
+        kv, share = self.kv, self.params.pace_kv_share
+        if kv is None or share == math.inf:
+            return True
+        return kv.num_used_blocks + kv.num_offloaded_blocks_total <= share * kv.pool.num_blocks
 
     def _report(self, waiting_here: bool) -> None:
         if self._slot is not None:

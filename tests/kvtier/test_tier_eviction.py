@@ -63,6 +63,19 @@ def test_only_idle_backed_unprotected_unpinned_sequences_are_candidates(policy):
 
 
 @pytest.mark.parametrize("policy", POLICIES)
+def test_lifting_protections_makes_protected_candidates_ready_now(policy):
+    clock = FakeClock()
+    kv = make_tiered(policy, num_blocks=12, host_blocks=12, clock=clock)
+    idle(kv, "guarded", 4)
+    kv.protect("guarded", 10.0)
+    assert kv.tier.num_evictable_blocks() == 0 and kv.tier.lift_protections()
+    assert kv.tier.num_evictable_blocks() == 2 and not kv.tier.lift_protections()  # nothing left to lift
+    kv.check_integrity()
+    assert kv.tier.evict(2) and kv.num_offloaded_blocks("guarded") == 2
+    kv.check_integrity()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 def test_a_partly_unbacked_sequence_gives_nothing(policy):
     kv = make_tiered(policy)
     idle(kv, "a", 4)  # 2 blocks backed
@@ -272,6 +285,7 @@ def test_without_a_host_tier_nothing_moves():
     kv.protect("a", 9.0)
     kv.store("a")
     assert kv.tier.evict(0) and not kv.tier.evict(1) and kv.tier.num_evictable_blocks() == 0
+    assert not kv.tier.lift_protections()
     assert kv.load("a") and kv.preload("a", 1.0) == "resident" and not kv.cancel_load("a")
     assert kv.tier.poll() == [] and not kv.tier.wait_for_transfer(0.0) and not kv.tier.has_transfers_in_flight
     assert kv.tier.link_gbps is None and kv.tier.worker is None and set(kv.tier.stats.values()) == {0}

@@ -37,6 +37,18 @@ class LoudnessVAD:
         pass
 
 
+class ScriptedTurnModel:
+    """An end-of-turn model that answers `complete` (a probability) and records the audio it was asked about."""
+
+    def __init__(self, complete: float = 0.9) -> None:
+        self.complete = complete
+        self.asked: list[int] = []  # samples of audio per call
+
+    def probability(self, audio: np.ndarray) -> float:
+        self.asked.append(len(audio))
+        return self.complete
+
+
 class ScriptedStages(Placement):
     """Stages that compute nothing: each records the commands it is sent, and the test makes it answer."""
 
@@ -100,7 +112,9 @@ class InteractionHarness:
         self.config, self.dialect = config, dialect
         self.clock = FakeClock()
         self.stages = ScriptedStages()
-        self.orch = Orchestrator(config, placement=self.stages, clock=self.clock, sleep=self._sleep, vad=LoudnessVAD)
+        self.turn_model = ScriptedTurnModel()
+        self.orch = Orchestrator(config, placement=self.stages, clock=self.clock, sleep=self._sleep, vad=LoudnessVAD,
+                                 turn_model=lambda: self.turn_model)
         self.events: list[dict] = []
         self.session: RealtimeSession | None = None
 
@@ -138,6 +152,14 @@ class InteractionHarness:
         pcm = np.concatenate([0.3 * np.sin(2 * np.pi * 220 * t), np.zeros(RATE * then_silence_ms // 1000)])
         audio = base64.b64encode((pcm * 32767).astype("<i2").tobytes()).decode()
         await self.client("input_audio_buffer.append", audio=audio)
+
+    async def wait_for(self, event_type: str, timeout_s: float = 5.0) -> dict:
+        """The first `event_type` event, waiting for work on worker threads (semantic_vad's detector)."""
+        for _ in range(int(timeout_s / 0.005)):
+            if found := self.of_type(event_type):
+                return found[0]
+            await asyncio.sleep(0.005)
+        raise TimeoutError(f"no {event_type} within {timeout_s} s; got {self.types()}")
 
     def of_type(self, event_type: str) -> list[dict]:
         return [e for e in self.events if e["type"] == event_type]

@@ -136,6 +136,21 @@ def test_a_clients_truncate_after_the_reply_cuts_the_context_and_reports_the_unh
     assert h.of_type("error")[-1]["error"]["param"] == "audio_end_ms"  # past the item's 640 ms of audio
 
 
+def test_a_clients_truncate_after_the_servers_barge_in_cut_is_answered_not_refused():
+    """What the SDKs do: on speech_started they truncate the reply where their own playback stood, which
+    may be past where the server already cut it."""
+    async def scenario(h):
+        item_id, _ = await spoken_reply_playing(h)
+        await h.speak(300)  # the server cuts the reply at 300 ms
+        await h.client("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=420)
+        return h, item_id
+
+    h, item_id = run(scenario)
+    server_cut, client_cut = h.of_type("conversation.item.truncated")[-2:]
+    assert (server_cut["audio_end_ms"], client_cut["audio_end_ms"]) == (300, 420)
+    assert client_cut["item_id"] == item_id and not h.of_type("error")
+
+
 def test_playback_acks_move_what_the_stages_see():
     async def scenario(h):
         _, ids = await spoken_reply_playing(h)

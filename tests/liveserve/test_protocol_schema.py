@@ -1,7 +1,8 @@
 """Every event LiveServe emits parses with the `openai` package's own server-event models, GA and beta.
 
 A recorded session (in process: scripted stages, a fake clock) goes through a spoken turn, a text turn, a
-barge-in, a client truncate, a cancel, a retrieve and client mistakes; each event it sends is validated.
+barge-in, a client truncate, a cancel, a retrieve, client mistakes, semantic_vad and settings LiveServe
+ignores; each event it sends is validated.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ async def a_recorded_session(h: InteractionHarness) -> None:
     await h.client("input_audio_buffer.clear")
     await h.client("conversation.item.delete", item_id="nope")  # a mistake: an error event
     await h.client("session.update", session={"instructions": "Be brief."})
+    await h.client("session.update", session={  # semantic_vad, and settings ignored with an error naming them
+        "tools": [{"type": "function", "name": "lookup"}], "audio": {"input": {
+            "transcription": {"model": "whisper-1"}, "turn_detection": {"type": "semantic_vad", "eagerness": "high"}}}})
 
 
 def record(beta: bool) -> list[dict]:
@@ -79,4 +83,7 @@ def test_every_event_of_a_recorded_session_parses_with_the_sdks_models(beta, sch
             failures.append((event["type"], str(error).splitlines()[:4]))
     assert failures == []
     kinds = {event["type"] for event in events}
+    last = [event["session"] for event in events if event["type"] == "session.updated"][-1]
+    detection = last["turn_detection"] if beta else last["audio"]["input"]["turn_detection"]
+    assert detection["type"] == "semantic_vad" and events[-1]["error"]["code"] == "parameter_ignored"
     assert len(kinds) >= 20 and {"error", "conversation.item.retrieved", "conversation.item.truncated"} <= kinds

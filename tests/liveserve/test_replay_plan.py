@@ -133,9 +133,13 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
              'liveserve_kv_block_seconds_total{stage="thinker"}': 300.0,
              'liveserve_kv_block_seconds_total{stage="talker"}': 40.0,
              'liveserve_kv_preloads_total{outcome="hit",stage="thinker"}': 4.0,
-             'liveserve_kv_preloads_total{outcome="too_late",stage="thinker"}': 1.0}
+             'liveserve_kv_preloads_total{outcome="too_late",stage="thinker"}': 1.0,
+             'liveserve_kv_fallbacks_total{kind="store",stage="thinker"}': 6.0,
+             'liveserve_kv_fallbacks_total{kind="store",stage="talker"}': 1.0,
+             'liveserve_kv_host_blocks{stage="thinker",when="peak"}': 80.0,
+             'liveserve_kv_host_blocks{stage="thinker",when="now"}': 50.0}
     figures = kv_figures(before, after, duration_s=20.0)
-    assert figures["preemptions"] == 3.0
+    assert figures["preemptions"] == 3.0 and figures["preemptions_by_stage"] == {"talker": 0.0, "thinker": 3.0}
     assert figures["reload_ms_on_path"] == pytest.approx(250.0) and figures["reload_ms_off_path"] == pytest.approx(1500.0)
     assert figures["peak_device_blocks"] == 42.0
     assert figures["peak_device_blocks_by_stage"] == {"talker": 12.0, "thinker": 30.0}
@@ -143,6 +147,7 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
     assert figures["mean_device_blocks"] == pytest.approx(12.0)
     assert figures["unheard_units"] == {"talker": 30.0}
     assert figures["preloads"] == {"hit": 4.0, "too_late": 1.0} and figures["preload_hits"] == 4.0
+    assert figures["fallbacks"] == {"store": 7.0} and figures["peak_host_blocks_by_stage"] == {"thinker": 80.0}
     assert figures["preload_cancelled"] is None and figures["evictions"] is None  # not exported
 
 

@@ -99,6 +99,22 @@ def test_a_running_request_may_preempt_active_ones_held_first_then_from_the_end_
     assert preemptor.victims(asking, order, plan, 3) == [held, first]
 
 
+def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_and_a_decode_does_not():
+    kv = make_kv(6)
+    residency, requests = KVResidency(kv), {}
+    decoding, held = (resident(requests, residency, rid, 8, pending=True) for rid in ("decoding", "held"))
+    new_turn = resident(requests, residency, "new_turn", 4, pending=False)
+    new_turn.token_ids.extend([7] * 6)  # six positions of a new turn to prefill
+    preemptor = Preemptor(requests, residency, prefill_preempts=False)
+    assert preemptor.victims(new_turn, [new_turn, decoding], SchedulerPlan(), 2) is None  # decoding will end its reply
+    assert preemptor.victims(new_turn, [new_turn], SchedulerPlan(), 2) == [decoding]  # both held, nobody decoding
+    growing = thinker("growing", 0.0, [1] * 4, max_tokens=None)
+    growing.status = RequestStatus.RUNNING
+    growing.num_computed = 3  # one position pending: a decode, which may preempt
+    assert preemptor.victims(growing, [growing, decoding], SchedulerPlan(), 2) == [held]
+    assert Preemptor(requests, residency).victims(new_turn, [new_turn, decoding], SchedulerPlan(), 2) == [held]
+
+
 def test_preempting_frees_the_kv_and_sends_the_request_back_to_wait():
     kv = make_kv(4)
     residency, requests = KVResidency(kv), {}

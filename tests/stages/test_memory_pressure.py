@@ -10,9 +10,11 @@ like a dormant one's: it goes to the host, comes back before the resume, and not
 
 from __future__ import annotations
 
+import math
+
 from stages.policies.urgency import UrgencyParams
 from tests.stages.test_kv_residency import (NextUseView, PlayingView, a_offloaded_with_room_to_return, make, next_turn,
-                                             one_round, run)
+                                             one_round, run, three_sessions)
 from tests.stages.scheduler_harness import FakeClock, thinker
 
 
@@ -23,7 +25,7 @@ def paced_pair_and_a_new_turn(eviction: str):
     clock = FakeClock()
     view = PlayingView(clock)
     scheduler, runner, kv, _ = make(eviction, num_blocks=12, preload=True, view=view, policy="urgency",
-                                    params=UrgencyParams())
+                                    params=UrgencyParams(pace_kv_share=math.inf))  # paced, however short the pool
     scheduler.clock = kv.clock = clock
     scheduler.add(thinker("s/c", 0.0, [1, 2, 3], max_tokens=2, close=False))
     for seq in "ab":
@@ -75,3 +77,32 @@ def test_a_preload_leaves_the_reserve_free_for_what_runs():
     outcome = scheduler.residency.speech_paused("s/a", 0.25, clock())
     assert outcome == "admitted" and kv.num_offloaded_blocks("s/e") > 0  # e, needed later, made room
     assert kv.num_free_blocks >= 1  # and the reserve stayed free
+
+
+def test_a_context_on_the_host_with_no_room_to_load_waits_for_room_instead_of_recomputing():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, view=view)
+    a_offloaded_with_room_to_return(scheduler, runner, kv, view)  # a's 12 positions on the host
+    scheduler.add(thinker("s/e", 1.0, list(range(1, 13)), max_tokens=6, close=False))
+    for seq in ("s/b", "s/c"):
+        next_turn(scheduler, seq, [7, 8, 9, 10], max_tokens=6)  # b and c decode replies that fill the pool
+    one_round(scheduler, runner, kv)
+    next_turn(scheduler, "s/a", [7, 8])
+    computed = []
+    for _ in range(12):
+        one_round(scheduler, runner, kv)  # the runner checks every context it reads against what was written
+        computed.append(scheduler.requests["s/a"].num_computed)
+    assert scheduler.residency.counters.load_waits > 0  # no room at first: a waited
+    assert min(computed) == 12 and computed[-1] > 14  # never back to 0: it ran on the KV it left with
+
+
+def test_protected_kv_leaves_for_the_host_before_anything_is_preempted():
+    view = NextUseView()
+    scheduler, runner, kv, clock = make("next_use", num_blocks=12, view=view)
+    three_sessions(scheduler, runner, kv)  # 9 blocks dormant, written back
+    for seq in ("s/a", "s/b", "s/c"):
+        scheduler.speech_started(seq, lead_s=10.0)  # every user speaks: all of it protected
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))  # needs 6 blocks: 3 free
+    run(scheduler, runner, kv)
+    assert scheduler.num_preemptions == 0 and scheduler.residency.counters.protections_lifted >= 1
+    assert sum(kv.num_offloaded_blocks(seq) for seq in ("s/a", "s/b", "s/c")) >= 3

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from scheduler_harness import FakeClock, chunks_of, make_kv, make_scheduler, step, thinker
+from scheduler_harness import BLOCK, FakeClock, chunks_of, make_kv, make_scheduler, step, thinker
 
 from stages.config import SamplingParams, SchedulerConfig
 from stages.engine import StageEngine
@@ -63,6 +63,7 @@ def ids(requests) -> list[str]:
     ("alpha", -0.5, "alpha must be a finite number >= 0, got -0.5"),
     ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
+    ("pace_kv_share", 0, "pace_kv_share must be a number > 0 (.inf: pace whatever the pool), got 0"),
     ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
     ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
 ])
@@ -275,6 +276,20 @@ def test_without_p_resume_a_hold_ends_under_p_max_and_publishes_when():
     assert policy.resume_at == {"a": 10.5}  # 500 ms above p_max, draining at 1x: the KV may leave meanwhile
     view.states["a"] = playing(1999.0)
     assert ids(policy.order([request], now=10.5)) == ["a"]
+
+
+def test_pacing_stops_once_the_stages_kv_outgrows_pace_kv_share_of_the_pool():
+    view = FakeView(w=NOT_STARTED, far=playing(1500.0), past_max=playing(2500.0))
+    kv = make_kv(10)
+    policy = urgency(view, kv, pace_kv_share=0.5)
+    requests = [ready(rid, 0.0, since=0.0) for rid in ("far", "past_max", "w")]
+    kv.reserve("x", 5 * BLOCK)  # half the pool: still paced
+    assert ids(policy.order(requests, now=0.0)) == ["w"] and policy.resume_at == {"past_max": 0.5}
+    kv.reserve("y", 1)  # past the share: nothing is held or yields
+    assert ids(policy.order(requests, now=0.0)) == ["w", "far", "past_max"] and policy.resume_at == {}
+    assert policy.counters["held"] == 1 and policy.counters["yielded"] == 1
+    kv.free("y")
+    assert ids(policy.order(requests, now=0.0)) == ["w"]
 
 
 def test_a_held_running_request_is_the_first_active_victim():

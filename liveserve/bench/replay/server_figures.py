@@ -17,8 +17,11 @@ run; `peak_device_blocks` is the high-water mark the server reports at the end, 
 | `mean_device_blocks` | `liveserve_kv_block_seconds_total`, summed over stages, / duration |
 | `mean_device_blocks_by_stage` | `liveserve_kv_block_seconds_total` by stage / duration |
 | `preemptions` | `liveserve_stage_preemptions`, summed over stages |
+| `preemptions_by_stage` | `liveserve_stage_preemptions` by stage |
 | `unheard_units` | `liveserve_unheard_units_total` by stage |
 | `preloads` | `liveserve_kv_preloads_total` by outcome (admitted, too_late, no_room, hit, ...) |
+| `fallbacks` | `liveserve_kv_fallbacks_total` by kind (load_wait, protection_lifted, store), summed over stages |
+| `peak_host_blocks_by_stage` | `liveserve_kv_host_blocks{when="peak"}` by stage |
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ COUNTERS = {
     "evictions": ("liveserve_kv_evictions_total", {}, 1.0),
     "preemptions": ("liveserve_stage_preemptions", {}, 1.0),
 }
+PREEMPTIONS = "liveserve_stage_preemptions"
 PEAK_BLOCKS = "liveserve_kv_blocks_peak"
 BLOCK_SECONDS = "liveserve_kv_block_seconds_total"
 PRELOADS = "liveserve_kv_preloads_total"
 UNHEARD = "liveserve_unheard_units_total"
+FALLBACKS = "liveserve_kv_fallbacks_total"
+HOST_BLOCKS = "liveserve_kv_host_blocks"
 
 
 def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration_s: float) -> dict:
@@ -56,9 +62,20 @@ def kv_figures(before: Mapping[str, float], after: Mapping[str, float], duration
         stage: _mean_blocks(before, after, {"stage": stage}, duration_s)
         for stage in label_values(after, BLOCK_SECONDS, "stage")
     }
+    figures["preemptions_by_stage"] = {
+        stage: _change(before, after, PREEMPTIONS, {"stage": stage})
+        for stage in label_values(after, PREEMPTIONS, "stage")
+    }
     figures["preloads"] = {
         outcome: _change(before, after, PRELOADS, {"outcome": outcome})
         for outcome in label_values(after, PRELOADS, "outcome")
+    }
+    figures["fallbacks"] = {
+        kind: _change(before, after, FALLBACKS, {"kind": kind}) for kind in label_values(after, FALLBACKS, "kind")
+    }
+    figures["peak_host_blocks_by_stage"] = {
+        stage: total(after, HOST_BLOCKS, {"stage": stage, "when": "peak"})
+        for stage in label_values(after, HOST_BLOCKS, "stage")
     }
     figures["unheard_units"] = {
         stage: _change(before, after, UNHEARD, {"stage": stage}) for stage in label_values(after, UNHEARD, "stage")

@@ -1,0 +1,63 @@
+"""Session settings LiveServe does not support but can safely do without: a `session.update` asking for
+one is applied without it, and one `error` event (after `session.updated`) names what was ignored.
+
+Asking for nothing (null, an empty list, the value in effect) is not reported. A wrong type or value
+of a setting LiveServe does support still refuses the whole update (settings.apply_update).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from liveserve.realtime.errors import RealtimeError, shown
+
+VOICE = "alloy"  # the one voice tiny-omni speaks with
+NO_ASR = ("input audio transcription is not available: this pipeline has no speech recognition stage, so no "
+          "transcription events will come")
+CODE = "parameter_ignored"
+
+# (path in the GA shape, path in the beta shape, asks for something when, why it is ignored)
+Rule = tuple[str, str | None, Callable[[Any], bool], str]
+RULES: list[Rule] = [
+    ("audio.input.transcription", "input_audio_transcription", lambda v: v is not None, NO_ASR),
+    ("tools", None, lambda v: v not in (None, []), "this model calls no tools"),
+    ("tool_choice", None, lambda v: v not in (None, "auto", "none"), "this model calls no tools"),
+    ("audio.input.noise_reduction", "input_audio_noise_reduction", lambda v: v is not None,
+     "input audio is not filtered"),
+    ("audio.output.voice", "voice", lambda v: v not in (None, VOICE), f"tiny-omni speaks with one voice, {VOICE!r}"),
+    ("audio.output.speed", "speed", lambda v: v not in (None, 1, 1.0), "replies are spoken at speed 1.0"),
+    ("tracing", None, lambda v: v is not None, "traces go to runtime.trace_dir, not to a tracing service"),
+    ("prompt", None, lambda v: v is not None, "stored prompts are not available; use instructions"),
+    ("include", None, lambda v: v not in (None, []), "no extra output fields are available"),
+    ("truncation", None, lambda v: v not in (None, "auto"), "the context is managed by the server"),
+    ("reasoning", None, lambda v: v is not None, "this model has no reasoning settings"),
+]
+
+
+def ignored_settings(session: dict) -> list[tuple[str, str]]:
+    """(param, why) for each setting of a `session.update` body (GA or beta shape) that is ignored."""
+    found = []
+    for ga_path, beta_path, asks, why in RULES:
+        for path in (ga_path, beta_path):
+            present, value = _lookup(session, path)
+            if present and asks(value):
+                found.append((f"session.{path}", why if why == NO_ASR else f"{why} (got {shown(value, 60)})"))
+                break
+    return found
+
+
+def ignored_error(ignored: list[tuple[str, str]]) -> RealtimeError:
+    """One error event for all of an update's ignored settings, naming the first as its param."""
+    listed = "; ".join(f"{param}: {why}" for param, why in ignored)
+    return RealtimeError(CODE, f"ignored, the rest of the update was applied: {listed}", ignored[0][0])
+
+
+def _lookup(session: dict, path: str | None) -> tuple[bool, Any]:
+    """Whether `path` (dotted) is in `session`, and its value."""
+    node: Any = session
+    for key in path.split(".") if path else ():
+        if not isinstance(node, dict) or key not in node:
+            return False, None
+        node = node[key]
+    return path is not None, node

@@ -1,0 +1,69 @@
+"""Each client framework's example (examples/) run unmodified against a real server on 127.0.0.1: a spoken
+turn, a text turn and a barge-in, with no error event and no event the framework fails to parse.
+
+The openai-agents example keeps the SDK's default session settings; LiveServe answers two of them (input
+transcription, which needs an ASR stage tiny-omni lacks, and tracing 'auto') with a `parameter_ignored`
+error each time they are sent, and nothing else. Each test checks on the server that the barge-in cut a
+reply: its unheard-work counters grew.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from liveserve.bench.server_process import ServerProcess
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ENDED = ("completed", "incomplete")  # a reply that ran to its end or to its token limit
+AGENTS_DEFAULTS_IGNORED = {"session.audio.input.transcription", "session.tracing"}
+
+
+def run_example(server: ServerProcess, command: list[str]) -> dict:
+    """The example's JSON summary; asserts the server cut a reply (unheard vocoder frames grew)."""
+    before = server.metric("liveserve_unheard_units_total", stage="vocoder")
+    done = subprocess.run([*command, server.url], capture_output=True, text=True, timeout=300, cwd=EXAMPLES)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert server.metric("liveserve_unheard_units_total", stage="vocoder") > before  # the barge-in cut a reply
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_openai_agents_sdk_with_its_default_session_settings(example_server):
+    result = run_example(example_server, [sys.executable, "agents_sdk_turns.py"])
+    assert result["parse_failures"] == []
+    turns = result["turns"]
+    assert turns["spoken"] in ENDED and turns["text"] in ENDED and turns["barge_in"]["answer"] in ENDED
+    assert turns["barge_in"]["reply_cut"] and turns["barge_in"]["sdk_interrupted_playback"] >= 1
+    assert {(e["code"], e["param"]) for e in result["errors"]} == {
+        ("parameter_ignored", param) for param in AGENTS_DEFAULTS_IGNORED}
+    assert result["server_events"]["session.updated"] == result["server_events"]["error"]
+
+
+def test_pipecat_with_semantic_turn_detection(example_server):
+    result = run_example(example_server, [sys.executable, "pipecat_turns.py"])
+    assert result["errors"] == []
+    audio = result["turns_audio_bytes"]  # each response pipecat saw end, with its audio
+    assert audio["text"] > 0 and audio["spoken"] > 0 and audio["barge_in"]["answer"] > 0
+
+
+def sdk_server_event_types() -> set[str]:
+    """Every event `type` the installed openai JS SDK's realtime type declarations name."""
+    declarations = EXAMPLES / "js" / "node_modules" / "openai" / "resources" / "realtime" / "realtime.d.ts"
+    return set(re.findall(r"type: '([a-z_.]+)'", declarations.read_text()))
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_openai_js_sdk(example_server):
+    assert (EXAMPLES / "js" / "node_modules" / "openai").is_dir(), "run `make test` (it runs npm ci in examples/js)"
+    result = run_example(example_server, ["node", "js/turns.mjs"])
+    assert result["errors"] == []
+    assert set(result["server_events"]) <= sdk_server_event_types()
+    turns = result["turns"]
+    assert turns["spoken"] in ENDED and turns["text"] in ENDED and turns["barge_in"]["answer"] in ENDED
+    assert turns["barge_in"]["reply_cut_at_ms"] >= 0  # the example waited for the playing reply's truncation
