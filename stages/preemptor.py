@@ -19,10 +19,11 @@ class Preemptor:
     another admitted request in the order is decoding (held ones are not): it waits for
     replies to end instead, since a recomputation needs room in turn and under pressure
     makes the next one (the cascade of a preemption storm); with no one decoding,
-    nothing else would free room, so it does. Preempting frees the victim's KV and sends it back to WAITING, to recompute
-    from position 0 (past the positions it forgot: a windowed request recomputes its
-    sinks and its recent past only, see SinksAndWindow): a windowed stream may be a
-    victim like any other, at a cost bounded however long it ran.
+    nothing else would free room, so it does. Preempting frees the victim's KV and
+    sends it back to WAITING, to recompute from position 0, a dormant one once its next
+    turn arrives (past the positions it forgot: a windowed request recomputes its sinks
+    and its recent past only, see SinksAndWindow): a windowed stream may be a victim
+    like any other, at a cost bounded however long it ran.
     """
 
     def __init__(self, requests: dict[str, StageRequest], residency: Residency, prefill_preempts: bool = True) -> None:

@@ -25,7 +25,10 @@ class StageRequest(ABC):
     - `advance(n, result)` commits n computed positions and the runner's result for
       them, and returns the payload to emit downstream (or None);
     - `reset_computed()` forgets computed work after preemption; inputs and sampled
-      outputs are kept, so recomputation reproduces them;
+      outputs are kept, so recomputation reproduces them. A request preempted while
+      dormant recomputes only once input arrives past the `num_known` it had then
+      (`idle_until_known`; -1: no such wait): nothing needs its KV before its next
+      turn, and recomputing it at once would take room from those that do;
     - `forget(start, stop)` (after a chunk, from the stage's DropStrategy) says that no
       step, recomputation included, reads the inputs of positions [start, stop) again:
       the request may let go of them (the default keeps everything). Those it let go
@@ -50,6 +53,7 @@ class StageRequest(ABC):
         self.last_scheduled_time = arrival_time
         self.ready_since: float | None = None
         self.finish_reason: str | None = None
+        self.idle_until_known = -1
 
     @property
     @abstractmethod
@@ -58,6 +62,8 @@ class StageRequest(ABC):
 
     @property
     def num_pending(self) -> int:
+        if self.num_known <= self.idle_until_known:
+            return 0
         gap = self.forgotten
         return self.num_known - self.num_computed - (len(gap) if self.num_computed < gap.start else 0)
 
@@ -94,6 +100,7 @@ class StageRequest(ABC):
         return False
 
     def reset_computed(self) -> None:
+        self.idle_until_known = self.num_known if self.is_dormant else -1
         self.num_computed = 0
         self._skip_forgotten()
 

@@ -145,6 +145,7 @@ class ThinkerRequest(StageRequest):
             (start, rows[: num_tokens - start]) for start, rows in self.embed_spans if start < num_tokens
         ]
         self.num_computed = min(self.num_computed, num_tokens)
+        self.idle_until_known = min(self.idle_until_known, num_tokens)
 
 
 def _outside(span: tuple[int, torch.Tensor], start: int, stop: int) -> tuple[int, torch.Tensor] | None:

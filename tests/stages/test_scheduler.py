@@ -175,6 +175,42 @@ def test_waiting_request_may_preempt_an_idle_resident():
     assert plan.preempted == ["i"] and chunks_of(plan) == [("w", 0, 4)]
 
 
+def test_an_idle_resident_preempted_recomputes_when_its_next_turn_arrives_not_before():
+    scheduler, runner, kv = make_scheduler(num_blocks=3)
+    scheduler.add(thinker("i", 0.0, [1] * 8, max_tokens=None, close=False))
+    step(scheduler, runner)  # i: 2 blocks of context, idle
+    scheduler.add(thinker("w", 1.0, [2] * 8, max_tokens=1))
+    plan, _ = step(scheduler, runner)  # w needs 2 blocks and room to grow: the idle i goes
+    assert plan.preempted == ["i"]
+    for _ in range(3):  # w ends; i has nothing to do until its user speaks again, so it takes no room
+        plan, _ = step(scheduler, runner)
+        assert "i" not in [c.request.request_id for c in plan.chunks]
+    idle = scheduler.requests["i"]
+    assert idle.num_pending == 0 and kv.num_blocks_held("i") == 0 and idle.status is RequestStatus.WAITING
+    next_turn = TurnInput([3] * 3, sampling=SamplingParams(temperature=0.0, max_tokens=2))
+    idle.append(next_turn, close=True)
+    plan, outputs = step(scheduler, runner)  # the whole context again, then the new turn
+    assert chunks_of(plan) == [("i", 0, 11)]
+    twin, twin_runner, _ = make_scheduler()  # never preempted
+    twin.add(thinker("i", 0.0, [1] * 8, max_tokens=None, close=False))
+    step(twin, twin_runner)
+    twin.requests["i"].append(next_turn, close=True)
+    _, twin_outputs = step(twin, twin_runner)
+    assert tokens_of(outputs) + tokens_of(run_to_end(scheduler, runner)["i"]) == \
+        tokens_of(twin_outputs) + tokens_of(run_to_end(twin, twin_runner)["i"])
+    assert len(tokens_of(outputs)) == 1
+
+
+def test_a_preempted_dormant_context_cut_back_still_waits_for_its_next_turn():
+    request = thinker("i", 0.0, [1] * 8, max_tokens=None, close=False)
+    request.advance(8, None)
+    request.reset_computed()  # preempted while dormant
+    request.truncate(5)  # a barge-in cut what was not heard
+    assert request.num_pending == 0
+    request.append(TurnInput([2, 3]))  # 7 known tokens, fewer than before the cut: still new input
+    assert request.num_pending == 7
+
+
 # ---------------------------------------------------------------- failures and aborts
 
 def test_request_that_can_never_fit_fails_with_the_sizes():
