@@ -6,6 +6,9 @@ pool that fits everything, measures the working set (the thinker's peak device b
 then runs it with pools holding a half and a quarter of that. Every point runs every policy,
 alternating their order from point to point and round to round (A B, B A, ...), on a fresh
 server with the default config, `--set` the pool and a 2 Gbps emulated device-host link.
+Sessions hold their connection until their last reply has been heard (`--hold-until-heard`):
+a user is still there while it plays, so a server that computes replies faster than they
+play does not get to free a session's KV earlier than one that paces them.
 
     .venv/bin/python benchmarks/memory_pressure.py --out benchmarks/results/memory_pressure --rounds 2
     .venv/bin/python benchmarks/memory_pressure.py --out benchmarks/results/memory_pressure --report-only
@@ -42,6 +45,8 @@ FIGURES = {
     "reload off path ms": lambda r: r["kv"]["reload_ms_off_path"],
     "peak thinker blocks": lambda r: r["kv"]["peak_device_blocks_by_stage"]["thinker"],
     "peak talker blocks": lambda r: r["kv"]["peak_device_blocks_by_stage"]["talker"],
+    "peak thinker host blocks": lambda r: r["kv"]["peak_host_blocks_by_stage"].get("thinker"),
+    "skipped stores": lambda r: r["kv"]["fallbacks"].get("store"),
     "completed": lambda r: r["num_completed"],
 }
 
@@ -57,8 +62,9 @@ def replay(trace: Path, sessions: int, blocks: int, policy: str, out: Path) -> d
     if not out.exists():
         command = [sys.executable, "-m", "liveserve.cli", "bench", "replay", "--dataset", "interactive",
                    "--dataset-path", str(trace), "--num-requests", str(sessions), "--prompt-audio",
-                   "--trace-arrivals", "--policy", policy, "--set", f"stages.thinker.kv.num_blocks={blocks}",
-                   "--set", "stages.thinker.kv.emulated_link_gbps=2.0", "--result-json", str(out)]
+                   "--trace-arrivals", "--hold-until-heard", "--policy", policy,
+                   "--set", f"stages.thinker.kv.num_blocks={blocks}", "--set", "stages.thinker.kv.emulated_link_gbps=2.0",
+                   "--result-json", str(out)]
         print(f"$ {' '.join(command[2:])}", flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)

@@ -66,7 +66,7 @@ def test_a_barge_in_keeps_what_was_heard_and_counts_the_rest_as_wasted():
 def test_scaling_alpha_and_beta_together_runs_the_same_policy():
     assert setting_key(1, 1) == setting_key(0.25, 0.25) == "a/b=1" and setting_key(1, 0.25) == "a/b=4"
     assert (setting_key(0, 2), setting_key(2, 0), setting_key(0, 0)) == ("beta only", "alpha only", "given order")
-    sessions = [SessionPlan(f"s{i}", 0.3 * i, (Turn(30, 40, 0.5, barge_at=0.5 if i % 3 == 0 else None),
+    sessions = [SessionPlan(f"s{i}", 0.05 * i, (Turn(30, 40, 0.5, barge_at=0.5 if i % 3 == 0 else None),
                                                Turn(20, 25, 0.5))) for i in range(12)]
     stage = StageModel(max_num_seqs=4, kv_blocks=40)  # overloaded, and short of KV
     # Nothing yields and little is held, so U2 is long enough for its order to matter.

@@ -92,9 +92,11 @@ def test_forgotten_frames_leave_the_request_and_a_recomputation_resumes_past_the
     assert req.forgotten == range(kept_head, 18) and len(req.token_ids) == 32
     assert [start for start, _ in req.embed_spans] == [18, 20, 23, 26, 29]
     assert req.embed_spans[0][1].shape[0] == 1 and float(req.embed_spans[0][1][0, 0]) == 5.0  # frame 5's second row
-    req.reset_computed()  # preempted
-    assert req.num_computed == (0 if kept_head else 18) and req.num_pending == 31 - 18 + kept_head
+    req.reset_computed()  # preempted between frames: it recomputes once the next frame arrives
+    assert req.num_computed == (0 if kept_head else 18) and req.num_pending == 0
+    req.append(frame(10))  # 34 positions known
+    assert req.num_pending == 34 - 18 + kept_head
     if kept_head:
         assert req.num_schedulable(100) == kept_head  # the head, then a jump
         req.advance(kept_head, None)
-    assert req.num_computed == 18 and req.num_schedulable(100) == 31 - 18
+    assert req.num_computed == 18 and req.num_schedulable(100) == 34 - 18
