@@ -19,8 +19,10 @@ class BatchPlanner:
     `max_num_batched_tokens` or `max_num_seqs` is reached; a planned request is
     admitted (RUNNING) and stamped `last_scheduled_time`. Before a chunk is planned
     its KV is reserved (ask, then commit): a request that could never fit fails (via
-    `fail`); an admitted request whose KV is away waits for it to load (and for room
-    to load it); a chunk the residency manager cannot make room for preempts the
+    `fail`); an admitted request whose KV is away waits for it to load, and for room
+    to load it, which it may take from idle residents (never active ones: they
+    recompute, a dormant one only at its next turn, while KV on the host would not);
+    a chunk the residency manager cannot make room for preempts the
     Preemptor's victims, or waits.
     A WAITING request leaves one block of growth for every admitted request still to
     plan this round (it may evict dormant KV for them, never preempt): otherwise a new
@@ -63,11 +65,22 @@ class BatchPlanner:
         if problem is not None:
             self.fail(request, problem)
             return None
-        if request.status is RequestStatus.RUNNING and not self.residency.ensure_resident(request, self.clock()):
+        if request.status is RequestStatus.RUNNING and not self._make_resident(request, ordered, plan):
             return None
         if not self._reserve(request, end, ordered, plan):
             return None
         return ScheduledChunk(request, request.num_computed, num_tokens)
+
+    def _make_resident(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
+        missing = self.residency.ensure_resident(request, self.clock())
+        if not missing:
+            return missing == 0
+        victims = self.preemptor.victims(request, ordered, plan, missing, idle_only=True)
+        if victims is None:
+            return False
+        for victim in victims:
+            self.preemptor.preempt(victim, plan)
+        return self.residency.ensure_resident(request, self.clock()) == 0
 
     def _reserve(self, request: StageRequest, end: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
         growth = self._growth if request.status is RequestStatus.WAITING else 0

@@ -45,7 +45,8 @@ class KVResidency(Residency):
       from the view (`now` when unknown, so sessions we know nothing about are
       evicted last), and is written back to the host tier in the background; one
       that gets work again is in use, never a victim.
-    - `ensure_resident` starts (or promotes) a foreground load of KV that is away.
+    - `ensure_resident` starts (or promotes) a foreground load of KV that is away,
+      evicting dormant KV for room; what eviction cannot free it reports missing.
       The wait, from the round that found the KV away to the load's completion, is
       reload time on the critical path; load time nobody waited for is off it.
     - Held requests (`follow_holds`): their KV becomes evictable with their resume time
@@ -158,16 +159,18 @@ class KVResidency(Residency):
     def never_fits(self, request: StageRequest, end: int) -> str | None:
         return self.drop.never_fits(self.kv, request, end)
 
-    def ensure_resident(self, request: StageRequest, now: float) -> bool:
-        request_id = request.request_id
-        if self.kv.is_resident(request_id):
-            return True
-        if request_id not in self._waiting_since:
-            if not self.kv.load(request_id) and not self._lift_protections(lambda: self.kv.load(request_id)):
-                self.counters.load_waits += 1
-                return False
+    def ensure_resident(self, request: StageRequest, now: float) -> int | None:
+        request_id, kv = request.request_id, self.kv
+        if kv.is_resident(request_id):
+            return 0
+        if request_id in self._waiting_since:
+            return None
+        if kv.load(request_id) or self._lift_protections(lambda: kv.load(request_id)):
             self._waiting_since[request_id] = now
-        return False
+            return None
+        self.counters.load_waits += 1
+        missing = kv.num_offloaded_blocks(request_id) - kv.num_free_blocks - kv.tier.num_evictable_blocks()
+        return missing if missing > 0 else None
 
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:
         kv = self.kv

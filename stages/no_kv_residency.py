@@ -29,8 +29,8 @@ class NoKVResidency(Residency):
     def never_fits(self, request: StageRequest, end: int) -> str | None:
         return None
 
-    def ensure_resident(self, request: StageRequest, now: float) -> bool:
-        return True
+    def ensure_resident(self, request: StageRequest, now: float) -> int | None:
+        return 0
 
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:
         return 0

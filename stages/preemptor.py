@@ -13,8 +13,8 @@ class Preemptor:
     Victims are admitted (RUNNING) requests that hold KV and are not planned this
     round: residents with no pending work first, least recently scheduled first; for
     a RUNNING request then also active ones, those the policy held (left out of its
-    order) first, then from the end of the order. A WAITING request preempts idle
-    residents only. Without `prefill_preempts`, a prefill (a request with more than one
+    order) first, then from the end of the order. A WAITING request, and room to load
+    KV that is on the host (`idle_only`), take idle residents only. Without `prefill_preempts`, a prefill (a request with more than one
     position pending: a new turn, or a recomputation) takes no active request's KV while
     another admitted request in the order is decoding (held ones are not): it waits for
     replies to end instead, since a recomputation needs room in turn and under pressure
@@ -33,16 +33,15 @@ class Preemptor:
         self.num_preemptions = 0
 
     def victims(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan,
-                shortfall: int) -> list[StageRequest] | None:
-        """The fewest victims, in preemption order, that free `shortfall` blocks for `request`; None if
-        all of them would not (then nobody is preempted in vain)."""
+                shortfall: int, idle_only: bool = False) -> list[StageRequest] | None:
+        """The fewest victims, in preemption order, that free `shortfall` blocks for `request` (idle
+        residents only with `idle_only`); None if all of them would not (then nobody is preempted in vain)."""
         held = self.residency.blocks_held
         planned = {c.request.request_id for c in plan.chunks} | {request.request_id}
         holders = [r for r in self.requests.values()
                    if r.status is RequestStatus.RUNNING and r.request_id not in planned and held(r.request_id)]
         candidates = sorted((r for r in holders if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
-        if request.status is RequestStatus.RUNNING and not self._waits_for_decoders(request, ordered):
-            # then active ones: held first, then from the end of the order
+        if self._may_take_active(request, ordered, idle_only):  # held first, then from the end of the order
             rank = {r.request_id: i for i, r in enumerate(ordered)}
             active = [r for r in holders if r.num_pending > 0]
             candidates += sorted(active, key=lambda r: rank.get(r.request_id, len(rank)), reverse=True)
@@ -54,11 +53,13 @@ class Preemptor:
             freed += held(victim.request_id)
         return victims if freed >= shortfall else None
 
-    def _waits_for_decoders(self, request: StageRequest, ordered: list[StageRequest]) -> bool:
-        if self.prefill_preempts or request.num_pending <= 1:
-            return False
+    def _may_take_active(self, request: StageRequest, ordered: list[StageRequest], idle_only: bool) -> bool:
         running = RequestStatus.RUNNING
-        return any(r.status is running and r.num_pending == 1 and r is not request for r in ordered)
+        if idle_only or request.status is not running:
+            return False
+        if self.prefill_preempts or request.num_pending <= 1:
+            return True
+        return not any(r.status is running and r.num_pending == 1 and r is not request for r in ordered)
 
     def preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
         self.residency.free(victim.request_id)

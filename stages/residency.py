@@ -19,14 +19,15 @@ class Residency(ABC):
       the requests the policy holds for a while and when each resumes.
     - Planning a chunk of `request` ending at position `end`: `never_fits` gives the
       message the request fails with if it could never fit (else None);
-      `ensure_resident(request, now)`, asked before an admitted request is planned, is
-      True when its KV is all on the device, False while it waits for a load or for
-      room to load it (KV intact on the host never recomputes: a recomputation would
-      need the same room); `shortfall(request,
-      end, growth, now)` makes room without preempting and says how many blocks are
-      still missing (0: it fits; None: it waits), a WAITING request leaving `growth`
-      blocks for the admitted ones still to plan; then `reserve(request, end)`
-      (positions the request forgot and resumes past take no KV: see StageRequest).
+      `ensure_resident(request, now)`, asked before an admitted request is planned,
+      brings its KV back to the device without preempting: 0 when it is all there,
+      None while a load is on its way, else how many blocks are missing to start one
+      (KV intact on the host never recomputes: a recomputation would need the same
+      room); `shortfall(request, end, growth, now)` makes room without preempting and
+      says how many blocks are still missing (0: it fits; None: it waits), a WAITING
+      request leaving `growth` blocks for the admitted ones still to plan; then
+      `reserve(request, end)` (positions the request forgot and resumes past take no
+      KV: see StageRequest).
     - `committed(request, now)` follows every committed chunk; `free(request_id)`
       gives back all of a request's KV (preempted or removed); `truncate(request, n)`
       keeps the first n positions of a request and of its KV, or raises ValueError
@@ -57,7 +58,7 @@ class Residency(ABC):
     def never_fits(self, request: StageRequest, end: int) -> str | None: ...
 
     @abstractmethod
-    def ensure_resident(self, request: StageRequest, now: float) -> bool: ...
+    def ensure_resident(self, request: StageRequest, now: float) -> int | None: ...
 
     @abstractmethod
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None: ...

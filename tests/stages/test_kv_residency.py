@@ -59,10 +59,11 @@ class NextUseView(InteractionView):
 
 
 def make(eviction: str, num_blocks: int, preload: bool = False, view: InteractionView | None = None,
-         idle_offload_s: float | None = None, preload_at: str = "pause", **scheduler_config):
+         idle_offload_s: float | None = None, preload_at: str = "pause", host_blocks: int | None = None,
+         **scheduler_config):
     clock = FakeClock()
     config = KVPoolConfig(num_blocks=num_blocks, num_layers=1, num_kv_heads=1, head_dim=1, block_size=BLOCK)
-    host = None if eviction == "none" else HostTierConfig(4 * num_blocks)
+    host = None if eviction == "none" else HostTierConfig(host_blocks or 4 * num_blocks)
     kv = KVCacheManager(config, host, eviction, clock, transfer_mode="inline" if host else "thread")
     residency = KVResidency(kv, view, preload, protect_speaking=eviction == "next_use", idle_offload_s=idle_offload_s,
                             preload_at=preload_at)

@@ -1,18 +1,26 @@
-"""The memory-pressure storm in miniature, on the fake clock.
+"""The memory-pressure storm in miniature, on the fake clock: each mechanism found in the replays
+(benchmarks/memory_pressure.py) reproduced, and shown gone.
 
-Urgency paces replies to playback, so a context that is generating stays active (not dormant) for its
-reply's whole playback instead of finishing in a burst. Under memory pressure a new turn then found no
-dormant KV to offload and preempted a paced (held) context, which recomputes its whole conversation
-when it resumes; with every turn doing so, the thinker recomputed long contexts over and over (a
-preemption storm). Now a held context publishes when it resumes, so its KV is an eviction candidate
-like a dormant one's: it goes to the host, comes back before the resume, and nothing is recomputed.
+- Urgency paces replies to playback, so a generating context stays active for its reply's whole
+  playback. A new turn found no dormant KV to offload and preempted a paced (held) context, which
+  recomputed its whole conversation when it resumed. Now a held context publishes when it resumes and
+  its KV is an eviction candidate like a dormant one's: it goes to the host and comes back in time.
+- A context whose KV was on the host, with no room to load it, was preempted to recompute (needing
+  the same room); now it waits for room. Protected KV (a speaking user's, a preload's) made active
+  requests recompute rather than leave; now protections lift first.
+- With the host tier full, write-backs are skipped, so dormant contexts can no longer leave the device
+  and a load found no room for as long as nobody needed a chunk (seconds, the stage idle); now a load
+  takes room from idle contexts, which recompute at their next turn (test_scheduler.py: a context
+  preempted between turns used to recompute at once, at top priority, and take room again).
 """
-
 from __future__ import annotations
 
 import math
 
+import pytest
+
 from stages.policies.urgency import UrgencyParams
+from stages.requests import RequestStatus
 from tests.stages.test_kv_residency import (NextUseView, PlayingView, a_offloaded_with_room_to_return, make, next_turn,
                                              one_round, run, three_sessions)
 from tests.stages.scheduler_harness import FakeClock, thinker
@@ -106,3 +114,23 @@ def test_protected_kv_leaves_for_the_host_before_anything_is_preempted():
     run(scheduler, runner, kv)
     assert scheduler.num_preemptions == 0 and scheduler.residency.counters.protections_lifted >= 1
     assert sum(kv.num_offloaded_blocks(seq) for seq in ("s/a", "s/b", "s/c")) >= 3
+
+
+@pytest.mark.parametrize("eviction", ["lru", "next_use"])
+def test_with_the_host_full_a_load_takes_room_from_an_idle_context_instead_of_waiting_forever(eviction):
+    scheduler, runner, kv, clock = make(eviction, num_blocks=12, host_blocks=3)
+    three_sessions(scheduler, runner, kv)  # 9 blocks dormant; the host holds one session's copy at a time
+    scheduler.add(thinker("s/d", 1.0, list(range(1, 21)), max_tokens=2, close=False))  # 6 blocks: 3 free
+    run(scheduler, runner, kv)
+    away = [seq for seq in ("s/a", "s/b", "s/c") if kv.num_offloaded_blocks(seq)]
+    assert len(away) == 1 and kv.num_free_blocks == 0  # one session on the host, its only copy
+    assert kv.tier.stats["stores_skipped"] >= 1  # d's write-back found the host full: d cannot leave
+    next_turn(scheduler, away[0], [7, 8])
+    run(scheduler, runner, kv)
+    request = scheduler.requests[away[0]]
+    assert request.num_computed == 16 and kv.is_resident(away[0])  # its turn ran (on the KV it left with:
+    # the runner checks)
+    assert scheduler.residency.counters.load_waits >= 1  # no room to load at first
+    victims = [r for r in scheduler.requests.values() if r.status is RequestStatus.WAITING]
+    assert len(victims) == scheduler.num_preemptions == 2  # room to load, then to grow, from the idle a and b
+    assert all(r.request_id != "s/d" and r.num_pending == 0 for r in victims)  # they recompute at their next turn

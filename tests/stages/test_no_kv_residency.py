@@ -13,7 +13,7 @@ from stages.scheduler import Scheduler
 
 def test_the_null_residency_answers_as_a_stage_without_kv():
     residency, request = NoKVResidency(), thinker("a", 0.0, [1, 2, 3], max_tokens=None)
-    assert residency.never_fits(request, 10**9) is None and residency.ensure_resident(request, 0.0) is True
+    assert residency.never_fits(request, 10**9) is None and residency.ensure_resident(request, 0.0) == 0
     assert residency.shortfall(request, 10**9, growth=5, now=0.0) == 0 and residency.blocks_held("a") == 0
     assert residency.resident_tokens(["a"]) == {} and not residency.is_waiting_on_kv
     assert residency.block_counts() == (0, 0, 0) and residency.kv_counters() == {}
