@@ -1,4 +1,5 @@
-"""A seeded discrete-time simulation of one overloaded thinker stage serving voice sessions.
+"""A seeded discrete-time simulation of one overloaded thinker stage serving voice sessions
+(over 300 lines: the workload, the simulated listeners and the summary live together, one script).
 
 The real `Scheduler`, with its real policy and a real `KVCacheManager`, serves
 multi-turn sessions whose context stays resident between turns. What is fake: the

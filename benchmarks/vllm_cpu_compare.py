@@ -1,4 +1,5 @@
-"""Compare LiveServe's thinker engine with vLLM's CPU build on the same model shape.
+"""Compare LiveServe's thinker engine with vLLM's CPU build on the same model shape
+(over 300 lines: both engines' drivers and the report, in one script that runs alone).
 
 vLLM runs a Llama config of the thinker's shape (configs/tiny-omni-cpu.yaml,
 model.thinker) with dummy weights; no weights are downloaded. Both sides use one

@@ -1,4 +1,8 @@
-"""Per-sequence KV residency: a device block pool, optionally with a host tier behind it."""
+"""Per-sequence KV residency: a device block pool, optionally with a host tier behind it.
+
+Over 300 lines because it is the one facade the stages see: many short methods (3-8 lines), each
+a KV operation the scheduler, the residency manager or the runners call.
+"""
 
 from __future__ import annotations
 

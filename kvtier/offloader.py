@@ -1,4 +1,8 @@
-"""The host tier's mechanism: two-phase transfers, atomic eviction, host room, preload."""
+"""The host tier's mechanism: two-phase transfers, atomic eviction, host room, preload.
+
+Over 300 lines because the mechanism is one state machine over the same SequenceKV fields (job,
+host copies, candidacy); split, each half would reach into the other's invariants.
+"""
 
 from __future__ import annotations
 

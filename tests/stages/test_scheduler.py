@@ -1,3 +1,6 @@
+"""The scheduler on a fake runner: budgets and order, preemption, failures and aborts, multi-turn
+residency, and the engine thread around it (long: one module per component, cases by section)."""
+
 import threading
 
 import pytest
