@@ -59,6 +59,16 @@ async def next_done(watcher: Watcher, timeout_s: float = 90) -> dict:
     return await asyncio.wait_for(watcher.done.get(), timeout_s)
 
 
+async def answer_to_last_words(watcher: Watcher, microphone: Microphone) -> dict:
+    """The first reply to end uncut once the microphone has said everything queued: semantic_vad may end a
+    turn at a pause inside the words, and the words after the pause then cut the reply it started."""
+    while microphone.speaking:
+        await asyncio.sleep(0.02)
+    while (response := await next_done(watcher))["status"] == "cancelled":
+        pass
+    return response
+
+
 async def turns(url: str, api_key: str) -> dict:
     agent = RealtimeAgent(name="Assistant", instructions="Answer in one short sentence.")
     session = await RealtimeRunner(agent).run(model_config={"url": url, "api_key": api_key})
@@ -77,7 +87,7 @@ async def turns(url: str, api_key: str) -> dict:
         await asyncio.wait_for(watcher.audio.wait(), 90)  # the reply is playing: speak over it
         microphone.say("q_spider_espeak_24k.wav")
         cut = await next_done(watcher)
-        answer = await next_done(watcher)  # the answer to what was said over it
+        answer = await answer_to_last_words(watcher, microphone)  # the answer to what was said over it
         result["barge_in"] = {"reply": cut["status"], "reply_cut": cut["output"][0]["id"] in watcher.truncated,
                               "sdk_interrupted_playback": watcher.interrupted, "answer": answer["status"]}
         await microphone.stop()

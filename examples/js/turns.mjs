@@ -31,7 +31,11 @@ function microphone(rt) {
     queued = queued.subarray(Math.min(CHUNK_BYTES, queued.length));
     rt.send({ type: 'input_audio_buffer.append', audio: chunk.toString('base64') });
   }, 20);
-  return { say: (name) => { queued = Buffer.concat([queued, clip(name)]); }, stop: () => clearInterval(timer) };
+  return {
+    say: (name) => { queued = Buffer.concat([queued, clip(name)]); },
+    speaking: () => queued.length > 0,
+    stop: () => clearInterval(timer),
+  };
 }
 
 /** The next server event of `type` (and, optionally, passing `test`). */
@@ -46,6 +50,13 @@ function next(rt, type, test = () => true) {
     };
     rt.on(type, listener);
   });
+}
+
+/** The first reply to end uncut once the microphone has said everything queued: semantic_vad may end a turn at a
+ * pause inside the words, and the words after the pause then cut the reply it started. */
+async function answerToLastWords(rt, mic) {
+  while (mic.speaking()) await new Promise((resolve) => setTimeout(resolve, 20));
+  return next(rt, 'response.done', (event) => event.response.status !== 'cancelled');
 }
 
 async function turns(url, apiKey) {
@@ -74,7 +85,7 @@ async function turns(url, apiKey) {
   const truncated = next(rt, 'conversation.item.truncated', (event) => event.item_id === playing.item_id);
   mic.say('q_spider_espeak_24k.wav');
   const cut = await next(rt, 'response.done');
-  const answer = await next(rt, 'response.done');
+  const answer = await answerToLastWords(rt, mic);
   result.barge_in = { reply: cut.response.status, reply_cut_at_ms: (await truncated).audio_end_ms, answer: answer.response.status };
   mic.stop();
   rt.close();
