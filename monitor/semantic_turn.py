@@ -12,16 +12,20 @@ from monitor.smart_turn import TurnCompletion
 from monitor.turn_detector import WINDOW_MS, SpeechStarted, TurnDetectionConfig, TurnDetector, TurnEvent
 
 MIN_PAUSE_MS = 200  # the first pause the model is asked about (Smart Turn's authors advise a 200 ms VAD stop)
-# eagerness -> (probability that ends the turn, silence that ends it whatever the model says, ms). The
-# timeouts are OpenAI's documented maxima for semantic_vad (low 8 s, medium 4 s, high 2 s); auto is medium.
-EAGERNESS = {"low": (0.7, 8000), "medium": (0.5, 4000), "high": (0.3, 2000)}
-EAGERNESS_NAMES = ("low", "medium", "high", "auto")
+# eagerness -> (probability that ends the turn, silence that ends it whatever the model says, ms). OpenAI
+# documents maxima for the silence (low 8 s, medium 4 s, high 2 s). low and medium wait that long for a user
+# who may go on. auto (the default) and high wait no longer than server_vad's default 500 ms: Smart Turn
+# misjudges some plain questions as unfinished (q_sky: p <= 0.04 for 1.6 s), and 4 s of dead air after a
+# question costs more than the early endings the model gives.
+EAGERNESS = {"low": (0.7, 8000), "medium": (0.5, 4000), "high": (0.3, 500), "auto": (0.5, 500)}
+EAGERNESS_NAMES = tuple(EAGERNESS)
 
 
 @dataclass(frozen=True)
 class SemanticTurnConfig:
-    """semantic_vad settings. eagerness: low lets the user take their time, high ends turns quickly, auto is
-    medium. threshold and prefix_padding_ms are the VAD's, as in TurnDetectionConfig."""
+    """semantic_vad settings. eagerness: low lets the user take their time, high ends turns quickly, auto
+    ends them when Smart Turn is sure, else after server_vad's 500 ms. threshold and prefix_padding_ms are the
+    VAD's, as in TurnDetectionConfig."""
 
     eagerness: str = "auto"
     threshold: float = 0.5
@@ -34,12 +38,12 @@ class SemanticTurnConfig:
     @property
     def completion_threshold(self) -> float:
         """A model probability at or above this ends the turn at a pause."""
-        return EAGERNESS["medium" if self.eagerness == "auto" else self.eagerness][0]
+        return EAGERNESS[self.eagerness][0]
 
     @property
     def silence_duration_ms(self) -> int:
         """The fallback: silence that ends the turn whatever the model says."""
-        return EAGERNESS["medium" if self.eagerness == "auto" else self.eagerness][1]
+        return EAGERNESS[self.eagerness][1]
 
     @property
     def vad(self) -> TurnDetectionConfig:

@@ -38,7 +38,7 @@ def test_semantic_vad_in_the_beta_shape_defaults_to_auto():
     assert [e["type"] for e in events] == ["session.updated"]
     assert events[0]["session"]["turn_detection"] == {"type": "semantic_vad", "eagerness": "auto",
                                                       "create_response": True, "interrupt_response": True}
-    assert turn_taking.detection.silence_duration_ms == 4000 and turn_taking.detection.completion_threshold == 0.5
+    assert turn_taking.detection.silence_duration_ms == 500 and turn_taking.detection.completion_threshold == 0.5
 
 
 @pytest.mark.parametrize("detection, param", [

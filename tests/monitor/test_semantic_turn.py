@@ -28,7 +28,7 @@ def detector(scripted_vad, script, model, **config) -> SemanticTurnDetector:
 
 
 @pytest.mark.parametrize("eagerness, threshold, fallback_ms", [
-    ("low", 0.7, 8000), ("medium", 0.5, 4000), ("auto", 0.5, 4000), ("high", 0.3, 2000)])
+    ("low", 0.7, 8000), ("medium", 0.5, 4000), ("auto", 0.5, 500), ("high", 0.3, 500)])
 def test_eagerness_sets_the_models_threshold_and_the_fallback_silence(eagerness, threshold, fallback_ms):
     config = SemanticTurnConfig(eagerness)
     assert (config.completion_threshold, config.silence_duration_ms) == (threshold, fallback_ms)
@@ -49,13 +49,22 @@ def test_a_pause_the_model_calls_complete_ends_the_turn_at_the_minimum_pause(scr
 
 
 def test_a_pause_the_model_calls_incomplete_is_asked_again_as_it_doubles_then_the_fallback_ends_it(scripted_vad):
-    model = ScriptedModel(0.4)  # under auto's 0.5 every time
+    model = ScriptedModel(0.4)  # under medium's 0.5 every time
     fallback_windows = 4000 // 32 + 1
-    events = windows_of(detector(scripted_vad, [0.9] * 10 + [0.1] * (fallback_windows + 5), model), 10 + fallback_windows + 5)
+    script = [0.9] * 10 + [0.1] * (fallback_windows + 5)
+    events = windows_of(detector(scripted_vad, script, model, eagerness="medium"), 10 + fallback_windows + 5)
     stopped = [(k, e) for k, e in events if isinstance(e, SpeechStopped)]
     paused = [k for k, e in events if isinstance(e, SpeechPaused)]
     assert stopped == [(10 + 4000 // 32 - 1, SpeechStopped(320))] and paused == [10 + -(-2000 // 32) - 1]
     assert len(model.heard) == 5  # at 200, 400, 800, 1600 and 3200 ms of silence
+
+
+def test_under_auto_a_pause_the_model_calls_incomplete_ends_the_turn_at_server_vads_500_ms(scripted_vad):
+    model = ScriptedModel(0.4)
+    events = windows_of(detector(scripted_vad, [0.9] * 10 + [0.1] * 40, model), 50)
+    stopped = [(k, e) for k, e in events if isinstance(e, SpeechStopped)]
+    assert stopped == [(10 + -(-500 // 32) - 1, SpeechStopped(320))]
+    assert len(model.heard) == 2  # at 200 and 400 ms of silence
 
 
 def test_speech_resuming_resets_the_pause_and_the_model_hears_at_most_8_s(scripted_vad):

@@ -9,14 +9,15 @@ VAD found, the same for both):
 | q_capital_espeak | 1740 | 2260 (+520) | 1980 (+240) | Smart Turn at the 200 ms check (0.94) |
 | q_spider_espeak | 1964 | 2480 (+516) | 2200 (+236) | Smart Turn, 200 ms (0.92) |
 | q_tokyo_flite | 2380 | 2900 (+520) | 2620 (+240) | Smart Turn, 200 ms (0.98) |
-| q_story_espeak | 2732 | 3260 (+528) | 3540 (+808) | Smart Turn at the 800 ms check (0.25, 0.15, 0.93) |
-| q_sky_espeak | 2124 | 2640 (+516) | 6140 (+4016) | the 4 s fallback (0.018, 0.008, 0.010, 0.013, 0.29) |
+| q_story_espeak | 2732 | 3260 (+528) | 3260 (+528) | auto's 500 ms fallback (0.25, 0.15) |
+| q_sky_espeak | 2124 | 2640 (+516) | 2640 (+516) | auto's 500 ms fallback (0.018, 0.008) |
 | librivox_austen_0870 | 6892 | 7420 (+528) | 7120 (+228) | 200 ms (0.98); no pause in the sentence reaches 200 ms |
 | librivox_austen_0890 | 5164 | 5680 (+516) | 5400 (+236) | 200 ms (0.96); its one dip inside the sentence: 64 ms |
 
 So semantic_vad ends three of the five questions and both LibriVox sentences 280-300 ms sooner, and never
-inside a sentence; on two synthetic questions Smart Turn does not hear an ending (q_sky never), and
-semantic_vad is later than server_vad there. That is the model, not our input: the features are those of
+inside a sentence; on two synthetic questions Smart Turn does not hear an ending, and auto's fallback ends
+them with server_vad (under medium, 4 s of silence: q_story was ended at the 800 ms check (p 0.93), q_sky by
+the fallback, p 0.010, 0.013, 0.29 at 800, 1600, 3200 ms). That is the model, not our input: the features are those of
 pipecat's own Smart Turn analyzer bit for bit (test_smart_turn_reference.py), and pipecat's live path (its
 VAD with stop_secs 0.2, one check, 3 s fallback) also finds both incomplete (p 0.10 and 0.016). The test
 pins these outcomes.
@@ -71,9 +72,15 @@ def test_semantic_vad_ends_these_turns_sooner_than_server_vad(measured, clip):
     assert measured[clip][2] == 1
 
 
-def test_smart_turn_hears_no_ending_in_two_synthetic_questions(measured):
-    (server_at, end), = measured["q_story_espeak_24k.wav"][0]
-    (semantic_at, _), = measured["q_story_espeak_24k.wav"][1]
-    assert server_at < semantic_at <= end + 800 + 64 and measured["q_story_espeak_24k.wav"][2] == 3
-    (semantic_at, end), = measured["q_sky_espeak_24k.wav"][1]
-    assert semantic_at >= end + 4000 and measured["q_sky_espeak_24k.wav"][2] == 5  # the fallback ended it
+@pytest.mark.parametrize("clip", QUESTIONS)
+def test_semantic_vad_ends_no_question_later_than_server_vad(measured, clip):
+    (server_at, _), = measured[clip][0]
+    (semantic_at, _), = measured[clip][1]
+    assert semantic_at <= server_at
+
+
+@pytest.mark.parametrize("clip", ["q_story_espeak_24k.wav", "q_sky_espeak_24k.wav"])
+def test_where_smart_turn_hears_no_ending_autos_fallback_ends_the_turn_with_server_vad(measured, clip):
+    (server_at, _), = measured[clip][0]
+    (semantic_at, _), = measured[clip][1]
+    assert semantic_at == server_at and measured[clip][2] == 2  # asked at 200 and 400 ms, both p < 0.5
