@@ -176,14 +176,19 @@ def _config(path: Path, fields: dict, num_tokens: int, tied: bool) -> DecoderCon
             vocab_size=llama.get("vocab_size", num_tokens),
             hidden_size=hidden, num_layers=llama["block_count"], num_heads=heads,
             num_kv_heads=llama.get("attention.head_count_kv", heads), head_dim=head_dim,
-            intermediate_size=llama["feed_forward_length"], rope_theta=float(llama.get("rope.freq_base", 10000.0)),
-            max_position=llama["context_length"], rms_norm_eps=float(llama["attention.layer_norm_rms_epsilon"]),
+            intermediate_size=llama["feed_forward_length"], rope_theta=_decimal(llama.get("rope.freq_base", 1e4)),
+            max_position=llama["context_length"], rms_norm_eps=_decimal(llama["attention.layer_norm_rms_epsilon"]),
             tie_word_embeddings=tied,
         )
     except KeyError as exc:
         raise GGUFError(f"{path}: metadata llama.{exc.args[0]} missing") from None
     except (TypeError, ValueError) as exc:
         raise GGUFError(f"{path}: {exc}") from None
+
+
+def _decimal(value: float) -> float:
+    """A float32 of the file as the decimal it was written from (1e-05, not 9.999999747378752e-06)."""
+    return float(str(np.float32(value)))
 
 
 def _torch_name(gguf_name: str) -> str:
