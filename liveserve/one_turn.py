@@ -1,4 +1,4 @@
-"""`liveserve run`: one spoken (or typed) turn through all four stages."""
+"""`liveserve run`: one spoken (or typed) turn through the pipeline's stages."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from orchestrator.session import Session
 
 @dataclass
 class TurnResult:
-    """What one turn produced and how fast; times are seconds from the end of the user turn."""
+    """What one turn produced and how fast; times are seconds from the end of the user turn.
+    `sample_rate` is None in a pipeline that does not speak (no audio)."""
 
     text: str
     audio: np.ndarray
-    sample_rate: int
+    sample_rate: int | None
     status: str
+    first_text_s: float | None
     first_audio_s: float | None
     last_audio_s: float | None
     text_tokens: int
@@ -30,14 +32,15 @@ class TurnResult:
 
     @property
     def audio_s(self) -> float:
-        return len(self.audio) / self.sample_rate
+        return len(self.audio) / self.sample_rate if self.sample_rate else 0.0
 
     def summary(self) -> dict:
-        ttfp = None if self.first_audio_s is None else round(1000 * self.first_audio_s, 1)
+        ttft, ttfp = (None if s is None else round(1000 * s, 1) for s in (self.first_text_s, self.first_audio_s))
         rtf = None if not self.audio_s or self.last_audio_s is None else round(self.last_audio_s / self.audio_s, 3)
         return {
-            "status": self.status, "audio_ttfp_ms": ttfp, "audio_s": round(self.audio_s, 3), "rtf": rtf,
-            "text_tokens": self.text_tokens, "codec_frames": self.codec_frames, "text": self.text, "error": self.error,
+            "status": self.status, "text_ttft_ms": ttft, "audio_ttfp_ms": ttfp, "audio_s": round(self.audio_s, 3),
+            "rtf": rtf, "text_tokens": self.text_tokens, "codec_frames": self.codec_frames, "text": self.text,
+            "error": self.error,
         }
 
 
@@ -55,13 +58,14 @@ async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: 
         await orch.stop()
 
 
-async def collect_turn(session: Session, request: TurnRequest, started: float, sample_rate: int) -> TurnResult:
+async def collect_turn(session: Session, request: TurnRequest, started: float, sample_rate: int | None) -> TurnResult:
     """Start a turn and gather its events until TurnDone; times count from `started`."""
     turn = session.start_turn(request)
-    text, audio, first, last = [], [], None, None
+    text, audio, first_text, first, last = [], [], None, None, None
     while True:
         event = await turn.events.get()
         if isinstance(event, TextDelta):
+            first_text = time.monotonic() - started if first_text is None else first_text
             text.append(event.text)
         elif isinstance(event, AudioDelta):
             last = time.monotonic() - started
@@ -69,5 +73,5 @@ async def collect_turn(session: Session, request: TurnRequest, started: float, s
             audio.append(event.pcm)
         elif isinstance(event, TurnDone):
             pcm = np.concatenate(audio) if audio else np.zeros(0, np.float32)
-            return TurnResult("".join(text), pcm, sample_rate, event.status, first, last,
+            return TurnResult("".join(text), pcm, sample_rate, event.status, first_text, first, last,
                               event.usage.text_tokens, event.usage.codec_frames, event.error)

@@ -22,6 +22,7 @@ from orchestrator.placement import LocalPlacement, Placement
 from orchestrator.session import Session
 from orchestrator.stage_bus import StageBus
 from stages.engine import StageStatus
+from stages.factory import thinker_text
 from stages.models.tokenizer import TextTokenizer
 
 
@@ -29,7 +30,8 @@ class Orchestrator:
     """Owns the stage bus (engines started through a placement), the duplex hub and the open sessions.
 
     All methods run on the event loop thread. Sessions, turns, user inputs and duplex streams get
-    the pipeline's narrow port (`pipeline`), never the orchestrator. `sleep` is what the duplex
+    the pipeline's narrow port (`pipeline`), never the orchestrator. The tokenizer and the chat template's
+    default system message are the thinker model's (`tokenizer` replaces the former). `sleep` is what the duplex
     frame clock waits with, `vad` makes each session's voice activity detector and `turn_model` the
     end-of-turn model of semantic_vad (tests pass a fake clock's sleep, a scripted VAD and model).
     """
@@ -43,9 +45,11 @@ class Orchestrator:
         self.config = config
         self.clock = clock
         self.vad, self.turn_model = vad, turn_model
-        tokenizer = tokenizer or TextTokenizer.default()
+        model_tokenizer, default_instructions = thinker_text(config.thinker)
+        tokenizer = tokenizer or model_tokenizer
         self.bus = StageBus(placement or LocalPlacement(), clock)
-        self.pipeline = Pipeline(self.bus, PipelineGeometry.of(config), tokenizer, ChatTemplate(tokenizer))
+        template = ChatTemplate(tokenizer, default_instructions)
+        self.pipeline = Pipeline(self.bus, PipelineGeometry.of(config), tokenizer, template)
         self.duplex = DuplexHub(self.pipeline, FrameTicker(config.duplex.frame_ms / 1000.0, clock, sleep))
         self.sessions: dict[str, Session] = {}
 

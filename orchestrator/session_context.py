@@ -134,9 +134,9 @@ class SessionContext:
         self._restart()
 
     def _system(self, instructions: str) -> ContextSegment | None:
-        if not instructions:
-            return None
         ids, limit = self.pipeline.template.system(instructions), self.pipeline.geometry.max_position
+        if not ids:
+            return None
         if len(ids) >= limit:
             raise ContextFull(f"the instructions take {len(ids)} tokens, the model's context {limit}")
         return ContextSegment(SYSTEM_ITEM, ids)

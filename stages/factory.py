@@ -18,11 +18,13 @@ from stages.interaction import InteractionView
 from stages.kv_residency import PRELOAD_TRIGGERS, KVResidency
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
+from stages.models.gguf_llama import GGUFLlama
 from stages.models.llama import LlamaForCausalLM
 from stages.models.packed_linear import pack_linears
 from stages.models.talker import TalkerConfig, TalkerModel
+from stages.models.tokenizer import TextTokenizer
 from stages.models.vocoder import Vocoder, VocoderConfig
-from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint
+from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
@@ -95,7 +97,8 @@ class StageSpec:
 
     `window` (thinker and talker; None: unbounded) bounds what each request attends to
     and keeps in KV; it takes no host tier, and the pool must hold one request's sinks,
-    window and largest chunk. `threads` is how many intra-op threads the stage's steps
+    window and largest chunk. `gguf` (thinker only): a Llama GGUF file whose weights (and shape, in
+    `model`) the thinker takes, instead of seeded ones or a `checkpoint`. `threads` is how many intra-op threads the stage's steps
     compute with (None: the process default): stages computing at once on a few cores
     each with all of them oversubscribe the cores. `trace_path`: where the engine writes
     its step timeline (see StepTrace; None: no trace).
@@ -108,6 +111,7 @@ class StageSpec:
     kv: KVSpec | None = None
     seed: int = 0
     checkpoint: Path | None = None
+    gguf: Path | None = None
     window: WindowSpec | None = None
     threads: int | None = None
     trace_path: Path | None = None
@@ -117,6 +121,8 @@ class StageSpec:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.threads is not None:
             require_positive_ints(self, "threads")
+        if self.gguf is not None and (self.kind != "thinker" or self.checkpoint is not None):
+            raise ValueError(f"stage {self.name!r}: gguf weights are a thinker's, instead of a checkpoint")
         if self.kind in ("thinker", "talker") and self.kv is None:
             raise ValueError(f"stage {self.name!r} ({self.kind}) needs a kv section")
         if self.window is not None:
@@ -140,22 +146,36 @@ MODELS = {"encoder": AudioEncoder, "thinker": LlamaForCausalLM, "talker": Talker
 
 
 def check_weights(spec: StageSpec) -> None:
-    """Raise FileNotFoundError or CheckpointMismatch now if the stage's checkpoint would not load
+    """Raise FileNotFoundError, GGUFError or CheckpointMismatch now if the stage's weights would not load
     (reads the file's header only; the model is built on the meta device, which holds no data)."""
-    if spec.checkpoint is not None:
+    if spec.checkpoint is not None or spec.gguf is not None:
         with torch.device("meta"):
             model = MODELS[spec.kind](spec.model)
-        check_checkpoint(model, spec.checkpoint)
+        if spec.gguf is not None:
+            require_fit(model, GGUFLlama.read(spec.gguf).shapes, spec.gguf)
+        else:
+            check_checkpoint(model, spec.checkpoint)
 
 
 def build_model(spec: StageSpec) -> torch.nn.Module:
-    """The stage's model with seeded weights, or the checkpoint's when one is given."""
+    """The stage's model with the GGUF file's weights, the checkpoint's, or seeded ones."""
     model = MODELS[spec.kind](spec.model)
-    init_deterministic(model, spec.seed)
+    if spec.gguf is not None:
+        GGUFLlama.read(spec.gguf).load_into(model)
+    else:
+        init_deterministic(model, spec.seed)
     if spec.checkpoint is not None:
         load_checkpoint(model, spec.checkpoint)
     pack_linears(model)
     return model.eval()
+
+
+def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
+    """The thinker's tokenizer, and the system message its model expects when a session gives none."""
+    if spec.gguf is None:
+        return TextTokenizer.default(), ""
+    model = GGUFLlama.read(spec.gguf)
+    return model.tokenizer(), model.default_instructions()
 
 
 def decoder_of(spec: StageSpec) -> DecoderConfig:

@@ -67,10 +67,13 @@ class FusedLinears:
 
 
 def pack_linears(model: nn.Module) -> None:
-    """Pack every PackedLinear and every module's FusedLinears (call once weights are final)."""
+    """Pack every module's FusedLinears and every other PackedLinear (call once weights are final). A
+    fused member runs inside its FusedLinears only, so it gets no packed copy of its own (on SmolLM2's
+    thinker, 280 MiB saved)."""
+    fused = [value for module in model.modules() for value in vars(module).values() if isinstance(value, FusedLinears)]
+    members = {id(linear) for group in fused for linear in group.linears}
+    for group in fused:
+        group.pack()
     for module in model.modules():
-        if isinstance(module, PackedLinear):
+        if isinstance(module, PackedLinear) and id(module) not in members:
             module.pack()
-        for value in vars(module).values():
-            if isinstance(value, FusedLinears):
-                value.pack()

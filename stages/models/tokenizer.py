@@ -18,30 +18,28 @@ from tokenizers import Tokenizer
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-SPECIAL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|audio_start|>",
-    "<|audio_end|>",
-    "<|audio_pad|>",
-)
+CHAT_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+AUDIO_TOKENS = ("<|audio_start|>", "<|audio_end|>", "<|audio_pad|>")
+SPECIAL_TOKENS = CHAT_TOKENS + AUDIO_TOKENS  # tiny-omni's
 
 
 class TextTokenizer:
-    """Byte-level BPE with the chat and audio special tokens.
+    """Byte-level BPE with the chat special tokens, and the audio ones if its model hears
+    (`has_audio`; a text-only model's tokenizer has none).
 
     Any Unicode text round-trips: `decode(encode(text)) == text`. A special token
-    written in the text encodes to its single id, never split.
+    (any of the tokenizer's) written in the text encodes to its single id, never split.
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self._tokenizer = tokenizer
         self._special = {name: tokenizer.token_to_id(name) for name in SPECIAL_TOKENS}
         missing = [name for name, i in self._special.items() if i is None]
-        if missing:
+        if [name for name in missing if name in CHAT_TOKENS] or 0 < len(missing) < len(AUDIO_TOKENS):
             raise ValueError(f"tokenizer lacks special tokens {missing}")
-        self._special_ids = frozenset(self._special.values())
+        self.has_audio = not missing
+        added = {i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special}
+        self._special_ids = frozenset(added | {i for i in self._special.values() if i is not None})
         self._literal = Tokenizer.from_str(tokenizer.to_str())
         self._literal.encode_special_tokens = True
         byte_of = _byte_alphabet()
@@ -101,15 +99,20 @@ class TextTokenizer:
 
     @property
     def audio_start_id(self) -> int:
-        return self._special["<|audio_start|>"]
+        return self._audio("<|audio_start|>")
 
     @property
     def audio_end_id(self) -> int:
-        return self._special["<|audio_end|>"]
+        return self._audio("<|audio_end|>")
 
     @property
     def audio_pad_id(self) -> int:
-        return self._special["<|audio_pad|>"]
+        return self._audio("<|audio_pad|>")
+
+    def _audio(self, name: str) -> int:
+        if not self.has_audio:
+            raise ValueError(f"this tokenizer has no audio tokens ({name}): its model takes text only")
+        return self._special[name]
 
 
 class IncrementalDetokenizer:

@@ -47,7 +47,7 @@ def load_checkpoint(module: nn.Module, path: str | Path) -> None:
     from safetensors.torch import load_file
 
     tensors = load_file(str(_existing(path)))
-    _require_fit(module, {name: tuple(t.shape) for name, t in tensors.items()}, Path(path))
+    require_fit(module, {name: tuple(t.shape) for name, t in tensors.items()}, Path(path))
     with torch.no_grad():
         for name, param in module.state_dict(keep_vars=True).items():
             if name in tensors:
@@ -61,7 +61,7 @@ def check_checkpoint(module: nn.Module, path: str | Path) -> None:
 
     with safe_open(str(_existing(path)), framework="pt") as file:
         shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}
-    _require_fit(module, shapes, Path(path))
+    require_fit(module, shapes, Path(path))
 
 
 def _existing(path: str | Path) -> Path:
@@ -70,7 +70,7 @@ def _existing(path: str | Path) -> Path:
     return Path(path)
 
 
-def _require_fit(module: nn.Module, found: dict[str, tuple[int, ...]], path: Path) -> None:
+def require_fit(module: nn.Module, found: dict[str, tuple[int, ...]], path: Path) -> None:
     problems = _mismatches(dict(module.state_dict(keep_vars=True)), found)
     if problems:
         raise CheckpointMismatch(f"{path.name} does not fit {type(module).__name__}: " + "; ".join(problems))

@@ -65,6 +65,7 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
         (("run", "--audio", str(empty), "--out", out), "contains no audio"),
         (("run", "--out", out), "give --audio WAV, --text PROMPT, or both"),
         (("run", "--text", "hi", "--out", out, "--max-tokens", "0"), "--max-tokens must be positive"),
+        (("run", "--text", "hi"), "--out: required, the pipeline speaks"),
         (("run", "--text", "hi", "--out", out, "--config", str(bad_config)), "model.thinker"),
         (("run", "--text", "hi", "--out", out, "--config", str(no_weights)),
          "model.checkpoint: checkpoint not found: "),
@@ -74,6 +75,22 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
         result = liveserve(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_pipeline_that_only_writes_runs_without_out_and_refuses_one(tmp_path):
+    def text_only(data):
+        data["graph"] = []
+        for kind in ("encoder", "talker", "vocoder"):
+            data["model"][kind] = data["stages"][kind] = None
+    config = str(write_variant(tmp_path, text_only))
+    result = liveserve("run", "--text", "hi", "--config", config, "--max-tokens", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert 1 <= summary["text_tokens"] <= 4 and summary["text_ttft_ms"] > 0
+    assert (summary["audio_s"], summary["audio_ttfp_ms"], summary["codec_frames"]) == (0.0, None, 0)
+    refused = liveserve("run", "--text", "hi", "--config", config, "--out", str(tmp_path / "o.wav"))
+    assert refused.returncode == 2 and "--out: this pipeline makes no audio" in refused.stderr
+    assert not (tmp_path / "o.wav").exists()
 
 
 LAB_PACKAGES = ("liveserve.bench", "liveserve.realtime_client")

@@ -1,6 +1,7 @@
 import random
 
 import pytest
+from tokenizers import Tokenizer, models
 
 from stages.models.tokenizer import SPECIAL_TOKENS, IncrementalDetokenizer, TextTokenizer
 
@@ -140,3 +141,16 @@ def test_unparseable_file_names_the_path(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ValueError, match="broken.json"):
         TextTokenizer.from_file(str(path))
+
+
+def test_audio_tokens_come_all_three_or_none(tok):
+    assert tok.has_audio
+    chat_only = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    for names, has_audio in [(chat_only, False), (chat_only + ["<|audio_start|>"], None)]:
+        bpe = Tokenizer(models.BPE({"a": 0}, []))
+        bpe.add_special_tokens(names)
+        if has_audio is None:
+            with pytest.raises(ValueError, match=r"lacks special tokens \['<\|audio_end\|>', '<\|audio_pad\|>'\]"):
+                TextTokenizer(bpe)
+        else:
+            assert TextTokenizer(bpe).has_audio is has_audio
