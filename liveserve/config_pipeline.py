@@ -7,10 +7,12 @@ from collections.abc import Iterable
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.stage_graph import ChunkSizes, Edge, StageGraph
 from stages.kinds import StageKind
+from stages.models.asr_whisper import WhisperConfig
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.talker import TalkerConfig
 from stages.models.tokenizer import TextTokenizer
+from stages.models.tts_piper import PiperVoiceConfig
 from stages.models.vocoder import VocoderConfig
 
 DECODERS = (StageKind.THINKER, StageKind.TALKER)  # the stages with KV, sampling and a window
@@ -69,6 +71,9 @@ def read_models(model: Section, kinds: Iterable[StageKind]) -> dict[StageKind, o
         models[StageKind.TALKER] = talker = _read_talker(model, thinker)
         models[StageKind.VOCODER] = model.section(StageKind.VOCODER).fill(VocoderConfig,
                                                                           codec_vocab_size=talker.codec_vocab_size)
+    for kind, config in ((StageKind.ASR, WhisperConfig), (StageKind.TTS, PiperVoiceConfig)):
+        if kind in kinds:
+            models[kind] = model.section(kind).fill(config)
     return models
 
 
