@@ -16,22 +16,25 @@ def next_segment(text: str, start: int, max_words: int, is_closed: bool) -> rang
 
     A segment ends after a word that ends a sentence (. ! ? ; : or a line break after it);
     one reaching `max_words` words first ends after its last comma, if at least half of
-    them come before it, else after `max_words` words. Only whole words count: the last
-    word of an open text may go on, so it waits for what follows. A closed text's last
-    segment is whatever words are left.
+    them come before it, else after `max_words` words. A word counts once the next one has
+    begun (until then it, and the space after it, may go on), so how the text was
+    streamed never changes where it is cut. A closed text's last segment is whatever
+    words are left.
     """
     words = []
-    for match in WORD.finditer(text, start):
-        if match.end() == len(text) and not is_closed:
-            break
+    matches = WORD.finditer(text, start)
+    match = next(matches, None)
+    while match is not None:
+        following = next(matches, None)
+        if following is None and not is_closed:
+            return None
         words.append(match)
         if SENTENCE_END.search(match.group()) or NEWLINE.match(text, match.end()):
             return range(words[0].start(), match.end())
         if len(words) == max_words:
             return range(words[0].start(), _clause_end(words))
-    if words and is_closed:
-        return range(words[0].start(), words[-1].end())
-    return None
+        match = following
+    return range(words[0].start(), words[-1].end()) if words else None
 
 
 def _clause_end(words: list[re.Match]) -> int:
