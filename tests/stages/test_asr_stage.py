@@ -9,6 +9,7 @@ BLAS thread count (benchmarks/log/2026-11-26-speech-models.md).
 from __future__ import annotations
 
 import pytest
+import torch
 from speech_harness import asr_engine, word_error_rate
 
 from stages.commands import AddRequest, AppendInput
@@ -55,3 +56,13 @@ def test_streamed_speech_gets_partials_then_the_final(asr):
     final = rest[0].payload
     assert final.is_final and final.num_samples == len(audio) and rest[1].is_finished and len(rest) == 2
     assert word_error_rate(text, final.text) <= bound, final.text
+
+
+def test_loading_the_model_leaves_the_loading_threads_torch_threads_alone():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # CTranslate2 would set the loader's OpenMP threads to the stage's 1
+    try:
+        asr_engine()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

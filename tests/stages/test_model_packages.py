@@ -1,4 +1,4 @@
-"""A speech model that ships in a package: missing, incomplete or corrupt, it fails in one line naming package and file."""
+"""A speech model shipped in a package: missing, incomplete or corrupt, it fails in one line naming package and file."""
 
 from __future__ import annotations
 
