@@ -15,10 +15,11 @@ from liveserve.config_reader import ConfigError, Section, build
 from liveserve.config_server import ServerConfig, read_server
 from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
-from stages.factory import KVSpec, StageSpec, check_weights
+from stages.factory import PACKAGED, KVSpec, StageSpec, check_weights
 from stages.kinds import StageKind
 from stages.policies import SCHEDULING_POLICIES
 from stages.models.gguf_llama import GGUFError
+from stages.models.model_package import ModelPackageError
 from stages.models.weights import CheckpointMismatch
 
 DEFAULT_CONFIG = "tiny-omni-cpu"
@@ -96,6 +97,8 @@ def check_checkpoints(config: LiveServeConfig) -> None:
         except (FileNotFoundError, GGUFError, CheckpointMismatch) as exc:
             field = "model.thinker.gguf" if spec.gguf is not None else "model.checkpoint"
             raise ConfigError(f"{field}: {exc}") from None
+        except ModelPackageError as exc:
+            raise ConfigError(f"stages.{spec.name}: {exc}") from None
 
 
 def read_config_data(source: Path) -> object:
@@ -137,7 +140,8 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
             require_absent(section, "the graph has no such stage")
             continue
         thinker_gguf = gguf if kind is StageKind.THINKER else None
-        weights = checkpoint / f"{kind}.safetensors" if checkpoint is not None and thinker_gguf is None else None
+        weights = (checkpoint / f"{kind}.safetensors"
+                   if checkpoint is not None and thinker_gguf is None and kind not in PACKAGED else None)
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
         specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights,
                                   thinker_gguf, trace)

@@ -8,11 +8,14 @@ from pathlib import Path
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.stage_graph import ChunkSizes, Edge, StageGraph
 from stages.kinds import StageKind
+from stages.models.asr_whisper import WhisperConfig
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFError, GGUFLlama, packaged_file
+from stages.models.model_package import ModelPackageError
 from stages.models.talker import TalkerConfig
 from stages.models.tokenizer import AUDIO_TOKENS, TextTokenizer
+from stages.models.tts_piper import PiperVoiceConfig
 from stages.models.vocoder import VocoderConfig
 
 DECODERS = (StageKind.THINKER, StageKind.TALKER)  # the stages with KV, sampling and a window
@@ -71,6 +74,9 @@ def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageK
         models[StageKind.TALKER] = talker = _read_talker(model, thinker)
         models[StageKind.VOCODER] = model.section(StageKind.VOCODER).fill(VocoderConfig,
                                                                           codec_vocab_size=talker.codec_vocab_size)
+    for kind, config in ((StageKind.ASR, WhisperConfig), (StageKind.TTS, PiperVoiceConfig)):
+        if kind in kinds:
+            models[kind] = model.section(kind).fill(config)
     return models, gguf
 
 
@@ -88,7 +94,7 @@ def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, Path | 
     try:
         llama = GGUFLlama.read(packaged_file(package, file))
         llama.default_instructions()  # raises unless the chat template is ChatML
-    except (FileNotFoundError, GGUFError) as exc:
+    except (FileNotFoundError, GGUFError, ModelPackageError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     if hears and not set(AUDIO_TOKENS) <= set(llama.tokens):
         raise ConfigError(f"{where}: {file} has no audio tokens for the graph's encoder; it takes text only "

@@ -75,6 +75,8 @@ class PipelineConfig:
     graph: StageGraph = StageGraph.omni()
     interaction: InteractionPriors = InteractionPriors()
     duplex: DuplexConfig = DuplexConfig()
+    asr: StageSpec | None = None
+    tts: StageSpec | None = None
 
     def __post_init__(self) -> None:
         for kind in StageKind:

@@ -1,4 +1,7 @@
-"""One session's interaction decisions: turn taking, barge-in, truncation to what was heard, playback."""
+"""One session's interaction decisions: turn taking, barge-in, truncation to what was heard, playback.
+
+Just over 300 lines: the speech a pipeline transcribes as it comes is one more thing the input's
+turn taking decides (when to open, feed and close it), kept beside it."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from orchestrator.interaction_events import (
 )
 from orchestrator.session import Session
 from orchestrator.speech_buffer import SpeechBuffer
+from orchestrator.transcription import Transcription
 from orchestrator.turn import Turn
 from orchestrator.turn_taking import TurnTaking
 from stages.kinds import StageKind
@@ -45,6 +49,11 @@ class InteractionController:
     - Audio (16 kHz) is buffered; with `turn_taking` set, the monitor's VAD runs over it. Speech
       start marks the context as needed soon; half the ending silence preloads it; speech stop
       commits the speech as a user item and, with `create_response`, starts a reply.
+    - In a pipeline that transcribes, the ASR stage hears speech from its start (and its prefix
+      padding) as it comes, and the commit at speech stop closes it; committed audio it did not
+      hear so (a manual commit, an item's audio) is transcribed whole. `listener` gets every
+      UserTranscript (partials only with `partial_transcripts` configured: each is a pass over
+      all the speech so far, CPU nobody needs unless the client shows them).
     - Speech over reply audio that is generating or unplayed is a barge-in: with
       `interrupt_response`, a generating reply is cancelled in every stage, one still playing is
       cut, and either way the context keeps the reply tokens whose audio was heard.
@@ -65,17 +74,22 @@ class InteractionController:
         self.response: Response | None = None
         self._turns: dict[str, Turn] = {}  # assistant item -> the turn that generated it
         self._speech: tuple[str, float] | None = None  # (item id, start ms) of the speech in progress
+        self._heard: Transcription | None = None  # the speech in progress at the ASR stage
+        self.partial_transcripts = False
         self._tasks: set[asyncio.Task] = set()
 
     @property
     def session_id(self) -> str:
         return self.session.session_id
 
-    def configure(self, turn_taking: TurnTaking | None, response_defaults: TurnRequest) -> None:
-        """Turn detection (None: the client commits) and the request of replies speech starts."""
+    def configure(self, turn_taking: TurnTaking | None, response_defaults: TurnRequest,
+                  partial_transcripts: bool = False) -> None:
+        """Turn detection (None: the client commits), the request of replies speech starts, and whether
+        speech is transcribed as it comes (partial transcripts) where the pipeline transcribes."""
         if turn_taking != self.turn_taking and turn_taking is not None:
             self.monitor.detector = self.make_detector(turn_taking.detection)
         self.turn_taking, self.response_defaults = turn_taking, response_defaults
+        self.partial_transcripts = partial_transcripts
 
     # input audio
 
@@ -84,6 +98,8 @@ class InteractionController:
         a feed the detector calls costly (over its `inline_samples`) runs on a worker thread, so other sessions go
         on meanwhile."""
         self.buffer.append(pcm16k)
+        if self._heard is not None:
+            self._heard.append(pcm16k)
         if self.turn_taking is None:
             return
         detector = self.monitor.detector
@@ -97,16 +113,24 @@ class InteractionController:
     def commit_audio(self, item_id: str | None = None) -> str:
         """The buffered audio becomes a user item; its id."""
         item_id = item_id or new_id("item")
+        self._drop_heard()  # it heard from the speech's start, the commit takes the whole buffer
         self._commit(self.buffer.take(), item_id)
         return item_id
 
     def clear_audio(self) -> None:
+        self._drop_heard()
         self.buffer.clear()
+
+    def _drop_heard(self) -> None:
+        if self._heard is not None:
+            self._heard.abort()
+            self._heard = None
 
     def _on_vad(self, event) -> None:
         turn_taking = self.turn_taking
         if isinstance(event, SpeechStarted):
             self._speech = (new_id("item"), event.audio_start_ms)
+            self._hear(*self._speech)
             self.session.speech_started()
             self.listener(SpeechBegan(event.audio_start_ms, self._speech[0]))
         elif isinstance(event, BargeIn) and turn_taking.interrupt_response:
@@ -117,9 +141,19 @@ class InteractionController:
             item_id, start_ms = self._speech or (new_id("item"), None)
             self._speech = None
             self.listener(SpeechEnded(event.audio_end_ms, item_id))
-            self._commit(self.buffer.take(from_ms=start_ms), item_id)
+            heard, self._heard = self._heard, None  # it heard this speech from its start
+            if heard is not None:
+                heard.append(None, close=True)
+            self._commit(self.buffer.take(from_ms=start_ms), item_id, heard)
             if turn_taking.create_response:
                 self._respond()
+
+    def _hear(self, item_id: str, start_ms: float) -> None:
+        """Transcribe the speech that started at `start_ms` as it comes (a pipeline that transcribes)."""
+        self._drop_heard()
+        if self.session.pipeline.geometry.transcribes:
+            self._heard = self.session.transcribe(item_id, self.listener, self.partial_transcripts)
+            self._heard.append(self.buffer.peek(from_ms=start_ms))
 
     def _respond(self) -> None:
         if self.response is not None:
@@ -127,15 +161,16 @@ class InteractionController:
         else:
             self.start_response(self.response_defaults, self.clock())
 
-    def _commit(self, audio: np.ndarray, item_id: str) -> None:
+    def _commit(self, audio: np.ndarray, item_id: str, heard: Transcription | None = None) -> None:
         self.listener(AudioCommitted(item_id))
-        self.add_user_item(item_id, audio, "")
+        self.add_user_item(item_id, audio, "", heard)
 
     # conversation items
 
-    def add_user_item(self, item_id: str, audio: np.ndarray | None, text: str) -> None:
-        """Append a user message; UserItemReady or UserItemRejected follows once it is in context (or not)."""
-        task = self.session.add_user_item(item_id, audio, text)
+    def add_user_item(self, item_id: str, audio: np.ndarray | None, text: str, heard: Transcription | None = None) -> None:
+        """Append a user message; UserItemReady or UserItemRejected follows once it is in context (or not).
+        `heard`: its speech, already at the ASR stage."""
+        task = self.session.add_user_item(item_id, audio, text, heard, self.listener)
         task.add_done_callback(lambda done: self._user_item_done(done, item_id))
         self._track(task)
 
@@ -235,7 +270,7 @@ class InteractionController:
 
     def open_duplex(self, listener: Callable) -> object:
         """Stream every frame of input into the session's duplex request (see DuplexStream)."""
-        self.buffer.clear()
+        self.clear_audio()
         return self.session.open_duplex(listener)
 
     def close_duplex(self) -> None:
@@ -268,6 +303,7 @@ class InteractionController:
         """The one teardown path: a reply in progress is cancelled (`session_closed`), the session freed."""
         if self.response is not None and self.response.cancel_reason is None:
             self.response.cancel_reason = "session_closed"
+        self._drop_heard()
         self.session.close()
         for task in list(self._tasks):
             task.cancel()

@@ -33,6 +33,18 @@ class AudioCommitted:
 
 
 @dataclass(frozen=True)
+class UserTranscript:
+    """What the ASR stage heard of user item `item_id`'s `audio_s` seconds of speech: while the user
+    speaks a partial (the whole text so far: a later one may revise its words), then the final
+    (`is_final`), which is the item's text in the context. Only a pipeline with an ASR stage reports these."""
+
+    item_id: str
+    text: str
+    is_final: bool
+    audio_s: float
+
+
+@dataclass(frozen=True)
 class UserItemReady:
     """User item `item_id` is in the model's context."""
 
@@ -95,5 +107,5 @@ class ContextFull(ValueError):
     """What was asked would not fit the model's context (a request refused, not an event)."""
 
 
-InteractionEvent = (Refused | SpeechBegan | SpeechEnded | AudioCommitted | UserItemReady | UserItemRejected | ResponseStarted
+InteractionEvent = (Refused | SpeechBegan | SpeechEnded | AudioCommitted | UserTranscript | UserItemReady | UserItemRejected | ResponseStarted
                     | TextDelta | AudioDelta | ResponseEnded | ItemTruncated)

@@ -18,6 +18,7 @@ from stages.requests.base import StageRequest
 PACKERS: dict[Payload, Callable[[list], Any]] = {
     Payload.HIDDEN_STATES: torch.stack,  # [tokens, hidden]
     Payload.CODEC_FRAMES: list,
+    Payload.TEXT: "".join,
 }
 
 

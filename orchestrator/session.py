@@ -10,9 +10,11 @@ import numpy as np
 from orchestrator.duplex import DuplexEvent, DuplexStream
 from orchestrator.duplex_hub import DuplexHub
 from orchestrator.events import TurnRequest
+from orchestrator.interaction_events import UserTranscript
 from orchestrator.next_use import NextUseEstimator
 from orchestrator.pipeline import Pipeline
 from orchestrator.session_context import SYSTEM_ITEM, SessionContext
+from orchestrator.transcription import Transcription
 from orchestrator.turn import Turn
 from orchestrator.user_input import UserInput
 from stages.commands import SpeechPaused, SpeechStarted
@@ -43,11 +45,32 @@ class Session:
     def start(self, instructions: str = "") -> None:
         self.context.start(instructions)
 
-    def add_user_item(self, item_id: str, audio: np.ndarray | None = None, text: str = "") -> asyncio.Task:
-        """Append a user message (16 kHz audio and/or text); the task resolves once it is in context."""
+    def add_user_item(self, item_id: str, audio: np.ndarray | None = None, text: str = "",
+                      speech: Transcription | None = None,
+                      on_transcript: Callable[[UserTranscript], None] = lambda transcript: None) -> asyncio.Task:
+        """Append a user message (16 kHz audio and/or text); the task resolves once it is in context.
+
+        In a pipeline that transcribes, the item's speech is what the ASR stage hears: `speech`, its
+        request already fed (while the user spoke), or else `audio`, transcribed now; every
+        transcript of it goes to `on_transcript`."""
         self.next_use.on_user_input(self.pipeline.clock())
         self.context.publish_next_use()
-        return asyncio.ensure_future(UserInput(self.pipeline, self.context, item_id, audio, text).run())
+        if speech is None and audio is not None and len(audio) and self.pipeline.geometry.transcribes:
+            speech = self.transcribe(item_id, on_transcript)
+            speech.append(audio, close=True)
+        if speech is not None:
+            audio = None
+        return asyncio.ensure_future(UserInput(self.pipeline, self.context, item_id, audio, text, speech).run())
+
+    def transcribe(self, item_id: str, on_text: Callable[[UserTranscript], None],
+                   partials: bool = False) -> Transcription:
+        """A new ASR request for user item `item_id`'s speech (with `partials`, partial transcripts as
+        often as the ASR stage's `partial_every_s` says); ValueError if the pipeline has no ASR stage."""
+        geometry = self.pipeline.geometry
+        if not geometry.transcribes:
+            raise ValueError("this pipeline transcribes no speech: its graph has no asr stage")
+        every = geometry.asr_partial_every_s if partials else None
+        return Transcription(self.pipeline.bus, self.session_id, item_id, on_text, every)
 
     def start_turn(self, request: TurnRequest, item_id: str | None = None) -> Turn:
         """Generate a reply after every earlier item has entered the context."""
@@ -89,8 +112,8 @@ class Session:
 
     def open_duplex(self, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
         """Start the session's full-duplex stream; its context starts with the system message, if any."""
-        if not self.pipeline.geometry.graph.hears:
-            raise ValueError("this pipeline takes no audio: its graph has no encoder")
+        if StageKind.ENCODER not in self.pipeline.geometry.graph.kinds:
+            raise ValueError("full duplex streams audio into the thinker through an encoder; this pipeline has none")
         prefix = [t for s in self.context.segments if s.item_id == SYSTEM_ITEM for t in s.token_ids]
         return self._duplex.open(self.session_id, prefix, listener)
 

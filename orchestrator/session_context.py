@@ -17,7 +17,7 @@ from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
 
 if TYPE_CHECKING:
-    from orchestrator.pipeline import Pipeline
+    from orchestrator.pipeline import Pipeline, Voice
 
 SYSTEM_ITEM = "system"
 
@@ -42,6 +42,7 @@ class ContextSegment:
     embeds: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     is_closed: bool = True  # ends with <|im_end|>
     spoken: list[int] = field(default_factory=list)  # indices of tokens that became audio, in order
+    voice: Voice | None = None  # how its audio maps back to its spoken tokens (None: it was not spoken)
 
     def keep_for_heard(self, heard_tokens: int) -> int:
         """Tokens of this segment to keep when only `heard_tokens` spoken tokens were heard."""
@@ -160,10 +161,11 @@ class SessionContext:
             self.edited(segment)
 
     def truncate_heard(self, item_id: str, heard_ms: float) -> None:
-        """Cut an assistant item to the tokens whose audio had started playing by `heard_ms`."""
+        """Cut an assistant item to the tokens heard by `heard_ms` of its audio (see its `voice`; an item
+        that was not spoken keeps them all)."""
         segment = self._segment(item_id)
-        heard = self.pipeline.geometry.heard_tokens(len(segment.spoken), heard_ms)
-        self.truncate(item_id, segment.keep_for_heard(heard))
+        if segment.voice is not None:
+            self.truncate(item_id, segment.keep_for_heard(segment.voice.heard_tokens(len(segment.spoken), heard_ms)))
 
     def edited(self, segment: ContextSegment) -> None:
         """Bring the thinker's resident context in line with an edited segment."""

@@ -9,7 +9,7 @@ RATE = 16000
 
 class SpeechBuffer:
     """Audio appended since the last commit or clear, at most `max_s` seconds of it; `take(from_ms)`
-    commits what came from `from_ms` on (ms since the session's first audio, the turn detector's clock);
+    commits what came from `from_ms` on (`peek(from_ms)` reads it and keeps it) (ms since the session's first audio, the turn detector's clock);
     `forget_before(ms)` drops whole appends that ended before `ms` (silence nobody will commit)."""
 
     def __init__(self, max_s: float) -> None:
@@ -29,11 +29,16 @@ class SpeechBuffer:
         self.num_samples += len(pcm16k)
         self.total_ms += 1000.0 * len(pcm16k) / RATE
 
-    def take(self, from_ms: float | None = None) -> np.ndarray:
-        """Everything buffered (from `from_ms` on, if given); the buffer then starts empty."""
+    def peek(self, from_ms: float | None = None) -> np.ndarray:
+        """Everything buffered (from `from_ms` on, if given)."""
         audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
         if from_ms is not None:
             audio = audio[max(0, int((from_ms - self.start_ms) * RATE / 1000)):]
+        return audio
+
+    def take(self, from_ms: float | None = None) -> np.ndarray:
+        """Everything buffered (from `from_ms` on, if given); the buffer then starts empty."""
+        audio = self.peek(from_ms)
         self.clear()
         return audio
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stages.kinds import CONSUMES, PRODUCES, Payload, StageKind
+from stages.kinds import CONSUMES, PRODUCES, Payload, StageKind, carried
 from stages.validation import require_positive_ints
 
 
@@ -29,8 +29,9 @@ class Edge:
     chunks: ChunkSizes = ChunkSizes()
 
     @property
-    def carries(self) -> Payload:
-        return PRODUCES[self.source]
+    def carries(self) -> Payload | None:
+        """None: the source gives nothing the target takes (a StageGraph refuses such an edge)."""
+        return carried(self.source, self.target)
 
     def __str__(self) -> str:
         return f"{self.source} -> {self.target}"
@@ -43,17 +44,18 @@ class StageGraph:
     Contract, checked at construction (ValueError naming the edge): every edge carries what its
     source produces and its target takes; the thinker is in the graph; every stage feeds at most
     one stage and is fed by at most one, and no stage feeds itself back. So the graph is an input
-    path into the thinker (the user's audio through an encoder; none: text only), the thinker, and
-    a reply path out of it that ends in audio (none: replies are text only).
+    path into the thinker (the user's audio through an encoder, or an ASR stage's text; none: text
+    only), the thinker, and a reply path out of it that ends in audio (none: replies are text only):
+    hidden states to a talker, or text to a TTS stage.
     """
 
     edges: tuple[Edge, ...]
 
     def __post_init__(self) -> None:
         for edge in self.edges:
-            if CONSUMES[edge.target] != edge.carries:
-                raise ValueError(f"edge {edge}: {edge.source} gives {edge.carries}, {edge.target} takes "
-                                 f"{CONSUMES[edge.target]}")
+            if edge.carries is None:
+                raise ValueError(f"edge {edge}: {edge.source} gives {_names(PRODUCES[edge.source])}, "
+                                 f"{edge.target} takes {_names(CONSUMES[edge.target])}")
         for end, name in (("source", "feeds"), ("target", "is fed by")):
             ends = [getattr(edge, end) for edge in self.edges]
             for kind in set(ends):
@@ -62,7 +64,7 @@ class StageGraph:
         path = self.kinds
         if len(path) != len(set(path)) or len(self.edges) != len(path) - 1:
             raise ValueError(f"the edges {', '.join(map(str, self.edges))} do not make one chain through the thinker")
-        if self.reply_path and PRODUCES[self.reply_path[-1].target] != Payload.PCM:
+        if self.reply_path and Payload.PCM not in PRODUCES[self.reply_path[-1].target]:
             raise ValueError(f"the reply path ends at {self.reply_path[-1].target}, which makes no audio")
 
     @classmethod
@@ -104,7 +106,7 @@ class StageGraph:
 
     @property
     def hears(self) -> bool:
-        """The user's audio reaches the thinker (through an encoder)."""
+        """The user's audio reaches the thinker (through an encoder, or as text through an ASR stage)."""
         return bool(self.input_path)
 
     @property
@@ -117,3 +119,7 @@ class StageGraph:
         if edge is None or edge.target != target:
             raise KeyError(f"no edge {source} -> {target} in the graph")
         return edge
+
+
+def _names(payloads: tuple[Payload, ...]) -> str:
+    return " or ".join(payloads)

@@ -11,12 +11,14 @@ from orchestrator.playback_board import NOT_STARTED, reply_states
 from orchestrator.reply_hop import ReplyHop
 from orchestrator.request_id import RequestId
 from orchestrator.session_context import ContextSegment, SessionContext
+from orchestrator.spoken_text import SpokenText
 from stages.commands import AppendInput
 from stages.config import SamplingParams
 from stages.kinds import Payload, StageKind
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.plan import StageOutput
-from stages.requests import TalkerRequest, ThinkerStep, TurnInput, VocoderRequest
+from stages.interaction import PlaybackState
+from stages.requests import SpeechSegment, TalkerRequest, ThinkerStep, TTSRequest, TurnInput, VocoderRequest
 
 if TYPE_CHECKING:
     from orchestrator.pipeline import Pipeline
@@ -30,10 +32,11 @@ class Turn:
     Waits for earlier context edits (user items) and holds its place in the session's edit order
     while the thinker generates. A reply that speaks (the request asks it and the graph has a reply
     path) goes along the graph's reply path, one ReplyHop per edge: the hidden states of its spoken
-    tokens to the talker, its codec frames to the vocoder, the vocoder's audio out. Events arrive in
+    tokens to the talker, its codec frames to the vocoder, the vocoder's audio out; or its text,
+    detokenized as it comes, to a TTS stage, whose segments' audio goes out. Events arrive in
     order on `events`; exactly one TurnDone ends them. `cancel(heard_ms)` aborts the reply in every
-    stage and cuts the assistant segment to the tokens whose audio was heard; `unheard(heard_ms)`
-    measures the work generated beyond that point.
+    stage and cuts the assistant segment to the tokens whose audio was heard (`voice` maps heard
+    audio to tokens); `unheard(heard_ms)` measures the work generated beyond that point.
     """
 
     def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, pipeline: Pipeline):
@@ -51,6 +54,8 @@ class Turn:
         path = self.geometry.graph.reply_path if self.speaks else ()
         self.ids = {edge.target: RequestId(session.session_id, edge.target, session.num_turns) for edge in path}
         self.hops: dict[StageKind, ReplyHop] = {}  # by the kind they feed, once the reply starts
+        self.spoken_text = SpokenText(self.geometry.sample_rate) if StageKind.TTS in self.ids else None
+        self.voice = self.spoken_text or self.geometry
         self._playback = (False, 0.0)  # (started, clock time the delivered audio runs out)
         self._previous_edit, self._edit_done = session.reserve_edit()
 
@@ -77,7 +82,7 @@ class Turn:
     def _start(self) -> None:
         session, geometry, now = self.session, self.geometry, self.bus.clock()
         prefix = self.pipeline.template.assistant_prefix(not session.segments, session.needs_close)
-        segment = ContextSegment(self.item_id, list(prefix), is_closed=False)
+        segment = ContextSegment(self.item_id, list(prefix), is_closed=False, voice=self.voice if self.speaks else None)
         session.revive()
         try:
             session.append_segment(segment)
@@ -97,6 +102,8 @@ class Turn:
         if kind is StageKind.TALKER:
             return TalkerRequest(request_id, now, geometry.frames_per_token, self._talker_sampling(),
                                  geometry.talker_bos_id)
+        if kind is StageKind.TTS:
+            return TTSRequest(request_id, now, *geometry.tts_segment_words)
         return VocoderRequest(request_id, now, geometry.vocoder_left_context)
 
     def _after(self, kind: StageKind) -> ReplyHop | None:
@@ -123,6 +130,11 @@ class Turn:
         """Tell the stages how far ahead of the user's playback each of this reply's requests is."""
         if self.is_done or not self.hops:
             return
+        if self.spoken_text is not None:  # how long the text the TTS stage holds will play is not known yet
+            state = PlaybackState(*self._playback)
+            self.bus.board.publish(self.session.thinker_id, state)
+            self.bus.board.publish(self.ids[StageKind.TTS], state)
+            return
         u, to_vocoder = self.usage, self.hops[StageKind.VOCODER].stream
         queued = max(0, u.codec_frames - to_vocoder.num_buffered - u.vocoder_frames)
         unvoiced = max(0, len(self._spoken) * self.geometry.frames_per_token - u.codec_frames)
@@ -142,9 +154,18 @@ class Turn:
         if self.hops and not self.pipeline.tokenizer.is_special(step.token_id):
             self.segment.spoken.append(len(self.segment.token_ids) - 1)
             self._spoken.append(self.usage.text_tokens - 1)
-            self._after(StageKind.THINKER).push([step.hidden])
+            self._voice(step, text)
         if step.finish_reason is not None:
             self._on_generation_end(step)
+
+    def _voice(self, step: ThinkerStep, text: str) -> None:
+        """A spoken token on to the first stage of the reply path: its hidden state, or its text."""
+        if self.spoken_text is None:
+            self._after(StageKind.THINKER).push([step.hidden])
+            return
+        self.spoken_text.add_token(text)
+        if text:
+            self._after(StageKind.THINKER).push([text])
 
     def _on_generation_end(self, step: ThinkerStep) -> None:
         self.finish_reason = step.finish_reason
@@ -169,8 +190,12 @@ class Turn:
             after.close()
 
     def _on_audio(self, output: StageOutput) -> None:
-        if output.payload is not None and len(output.payload):
-            pcm = output.payload.numpy()
+        audio = output.payload
+        if isinstance(audio, SpeechSegment):
+            self.spoken_text.add_segment(audio.start, audio.stop, len(audio.pcm))
+            audio = audio.pcm
+        if audio is not None and len(audio):
+            pcm = audio.numpy()
             self.usage.audio_samples += len(pcm)
             self.usage.vocoder_frames += len(pcm) // self.geometry.samples_per_frame
             self._emit(AudioDelta(pcm, self.geometry.sample_rate))
@@ -188,13 +213,13 @@ class Turn:
         Usable while generating (the figure so far) and after the turn ended; later
         context cuts of the reply's item do not change it.
         """
-        return self.geometry.unheard(self.usage, self._spoken, heard_ms)
+        return self.geometry.unheard(self.usage, self._spoken, heard_ms, self.voice)
 
     def _cut_context(self, heard_ms: float | None) -> None:
         """End generation and make the thinker context match the (possibly shortened) segment."""
         segment = self.segment
         keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(
-            self.geometry.heard_tokens(len(segment.spoken), heard_ms))
+            self.voice.heard_tokens(len(segment.spoken), heard_ms))
         if keep < len(segment.token_ids) or not self._generating.done():
             segment.cut(keep)
             self.session.edited(segment)

@@ -1,4 +1,4 @@
-"""A user item entering a session's thinker context: encoded first if it is audio."""
+"""A user item entering a session's thinker context: its audio encoded, or transcribed, first."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 
 from orchestrator.request_id import RequestId
 from orchestrator.session_context import ContextSegment, SessionContext
+from orchestrator.transcription import Transcription
 from stages.commands import AddRequest, AppendInput
 from stages.kinds import StageKind
 from stages.plan import StageOutput
@@ -20,15 +21,18 @@ if TYPE_CHECKING:
 
 
 class UserInput:
-    """Encodes a user item's audio (if any), then appends the item to the thinker context.
+    """Encodes a user item's audio (if any), then appends the item to the thinker context; or, given the
+    item's `speech` at the ASR stage (a pipeline that transcribes), appends what was said, before the
+    item's `text` if it has both.
 
-    `done` resolves to the segment's token count once the item is in the context, or
+    `run` resolves to the segment's token count once the item is in the context, or
     to an exception saying why it could not be added.
     """
 
-    def __init__(self, pipeline: Pipeline, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str):
+    def __init__(self, pipeline: Pipeline, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str,
+                 speech: Transcription | None = None):
         self.pipeline, self.bus = pipeline, pipeline.bus
-        self.session, self.item_id, self.audio, self.text = session, item_id, audio, text
+        self.session, self.item_id, self.audio, self.text, self.speech = session, item_id, audio, text, speech
         self.encoder_id = RequestId(session.session_id, StageKind.ENCODER, item_id)
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
@@ -39,7 +43,10 @@ class UserInput:
         why the item failed (None: it is in the context), so that the turn answering it is not answered."""
         failure = "the input was abandoned"
         try:
-            if self.audio is not None and len(self.audio) and not self.pipeline.geometry.graph.hears:
+            if self.speech is not None:
+                said = await self.speech.text()
+                self.text = " ".join(part for part in (said, self.text) if part)
+            if self.audio is not None and len(self.audio) and StageKind.ENCODER not in self.pipeline.geometry.graph.kinds:
                 raise ValueError("this pipeline takes no audio: its graph has no encoder")
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:
@@ -52,6 +59,8 @@ class UserInput:
             raise
         finally:
             self.bus.disown(self.encoder_id)
+            if self.speech is not None:
+                self.speech.abort()
             self._done.set_result(failure)
 
     async def _encode(self) -> torch.Tensor:

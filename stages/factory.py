@@ -16,19 +16,26 @@ from stages.config import SchedulerConfig, WindowSpec
 from stages.engine import StageEngine
 from stages.interaction import InteractionView
 from stages.kv_residency import PRELOAD_TRIGGERS, KVResidency
+from stages.models import asr_whisper, tts_piper
+from stages.models.asr_whisper import WhisperASR, WhisperConfig
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFLlama
 from stages.models.llama import LlamaForCausalLM
+from stages.models.model_package import package_files
 from stages.models.packed_linear import pack_linears
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.tokenizer import TextTokenizer
+from stages.models.tts_piper import PiperTTS, PiperVoiceConfig
 from stages.models.vocoder import Vocoder, VocoderConfig
 from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
+from stages.runners.asr import ASRRunner
+from stages.runners.base import ModelRunner
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
+from stages.runners.tts import TTSRunner
 from stages.runners.vocoder import VocoderRunner
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
@@ -36,7 +43,8 @@ from stages.step_trace import StepTrace
 from stages.validation import require_number, require_positive_ints
 
 log = logging.getLogger(__name__)
-KINDS = ("encoder", "thinker", "talker", "vocoder")
+KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
+PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
 
 
 @dataclass(frozen=True)
@@ -100,13 +108,15 @@ class StageSpec:
     window and largest chunk. `gguf` (thinker only): a Llama GGUF file whose weights (and shape, in
     `model`) the thinker takes, instead of seeded ones or a `checkpoint`. `threads` is how many intra-op threads the stage's steps
     compute with (None: the process default): stages computing at once on a few cores
-    each with all of them oversubscribe the cores. `trace_path`: where the engine writes
-    its step timeline (see StepTrace; None: no trace).
+    each with all of them oversubscribe the cores (for asr and tts, CTranslate2's and
+    onnxruntime's threads, fixed when the model loads). `trace_path`: where the engine
+    writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
+    its model from its installed package: it takes no checkpoint, KV or window.
     """
 
     name: str
     kind: str
-    model: AudioEncoderConfig | DecoderConfig | TalkerConfig | VocoderConfig
+    model: AudioEncoderConfig | DecoderConfig | TalkerConfig | VocoderConfig | WhisperConfig | PiperVoiceConfig
     scheduler: SchedulerConfig
     kv: KVSpec | None = None
     seed: int = 0
@@ -125,8 +135,19 @@ class StageSpec:
             raise ValueError(f"stage {self.name!r}: gguf weights are a thinker's, instead of a checkpoint")
         if self.kind in ("thinker", "talker") and self.kv is None:
             raise ValueError(f"stage {self.name!r} ({self.kind}) needs a kv section")
+        if self.kind in PACKAGED:
+            self._check_packaged()
         if self.window is not None:
             self._check_window()
+
+    def _check_packaged(self) -> None:
+        if not isinstance(self.model, PACKAGED[self.kind]):
+            raise ValueError(f"model: stage {self.name!r} ({self.kind}) takes a {PACKAGED[self.kind].__name__}, "
+                             f"got {type(self.model).__name__}")
+        for name in ("checkpoint", "kv", "window"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: stage {self.name!r} ({self.kind}) loads its model from its package "
+                                 f"and has no {name}")
 
     def _check_window(self) -> None:
         if self.kv is None:
@@ -147,8 +168,13 @@ MODELS = {"encoder": AudioEncoder, "thinker": LlamaForCausalLM, "talker": Talker
 
 def check_weights(spec: StageSpec) -> None:
     """Raise FileNotFoundError, GGUFError or CheckpointMismatch now if the stage's weights would not load
-    (reads the file's header only; the model is built on the meta device, which holds no data)."""
-    if spec.checkpoint is not None or spec.gguf is not None:
+    (reads the file's header only; the model is built on the meta device, which holds no data),
+    ModelPackageError if a packaged model's package or files are missing (not read)."""
+    if spec.kind == "asr":
+        package_files(asr_whisper.WHAT, *asr_whisper.PACKAGE, *asr_whisper.MODEL_FILES)
+    elif spec.kind == "tts":
+        package_files(tts_piper.WHAT, *tts_piper.PACKAGE, *tts_piper.VOICE_FILES)
+    elif spec.checkpoint is not None or spec.gguf is not None:
         with torch.device("meta"):
             model = MODELS[spec.kind](spec.model)
         if spec.gguf is not None:
@@ -186,7 +212,6 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
                  view: InteractionView | None = None, device: SharedDevice | None = None) -> StageEngine:
     """The stage's engine; its scheduler reads playback telemetry from `view` (None: none) and shares
     `device` (None: no one) with the other stages computing there."""
-    model = build_model(spec)
     engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
@@ -201,12 +226,20 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
         if kv.tier.link_gbps is not None:
             log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
                      spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.tier.link_gbps)
-    runner = {"encoder": EncoderRunner, "vocoder": VocoderRunner}.get(spec.kind)
-    if runner is not None:
-        runner = runner(model)
-    else:
-        runner = (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
+    runner = build_runner(spec, kv)
     scheduler = Scheduler(spec.scheduler, kv, clock, view, residency, device)
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
     engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads, trace=trace))
     return engines[0]
+
+
+def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
+    """The stage's model (loaded, or built with its weights) in its runner; `kv` for a decoder's."""
+    if spec.kind == "asr":
+        return ASRRunner(WhisperASR.load(spec.model, spec.threads))
+    if spec.kind == "tts":
+        return TTSRunner(PiperTTS.load(spec.model, spec.threads))
+    model = build_model(spec)
+    if spec.kind in ("encoder", "vocoder"):
+        return (EncoderRunner if spec.kind == "encoder" else VocoderRunner)(model)
+    return (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)

@@ -1,7 +1,8 @@
 """Session settings LiveServe does not support but can safely do without: a `session.update` asking for
 one is applied without it, and one `error` event (after `session.updated`) names what was ignored.
 
-Asking for nothing (null, an empty list, the value in effect) is not reported. A wrong type or value
+Asking for nothing (null, an empty list, the value in effect) is not reported. Input transcription is
+ignored only where the pipeline has no ASR stage. A wrong type or value
 of a setting LiveServe does support still refuses the whole update (settings.apply_update).
 """
 
@@ -35,10 +36,13 @@ RULES: list[Rule] = [
 ]
 
 
-def ignored_settings(session: dict) -> list[tuple[str, str]]:
-    """(param, why) for each setting of a `session.update` body (GA or beta shape) that is ignored."""
+def ignored_settings(session: dict, transcribes: bool = False) -> list[tuple[str, str]]:
+    """(param, why) for each setting of a `session.update` body (GA or beta shape) that is ignored
+    (`transcribes`: the pipeline has an ASR stage)."""
     found = []
     for ga_path, beta_path, asks, why in RULES:
+        if why == NO_ASR and transcribes:
+            continue
         for path in (ga_path, beta_path):
             present, value = _lookup(session, path)
             if present and asks(value):

@@ -7,13 +7,14 @@ from typing import Protocol
 
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.errors import RealtimeError
+from liveserve.realtime.input_transcription import InputTranscription
 from liveserve.realtime.naming import message_item
 from liveserve.realtime.response_stream import ResponseStream
 from liveserve.realtime.response_trace import ResponseTrace
 from orchestrator.events import AudioDelta, TextDelta, UnheardWork
 from orchestrator.interaction_events import (
     AudioCommitted, InteractionEvent, ItemTruncated, Refused, ResponseEnded, ResponseStarted, SpeechBegan, SpeechEnded,
-    UserItemReady, UserItemRejected,
+    UserItemReady, UserItemRejected, UserTranscript,
 )
 
 
@@ -24,6 +25,7 @@ class RealtimeSession(Protocol):
     conversation: Conversation
     response: ResponseStream | None
     response_trace: ResponseTrace | None
+    input_transcription: InputTranscription
 
     def emit(self, ga_name: str, **fields) -> None: ...
 
@@ -56,6 +58,10 @@ def _audio_committed(session: RealtimeSession, event: AudioCommitted) -> None:
     session.emit("input_audio_buffer.committed", previous_item_id=items[-1].item_id if items else None,
                  item_id=event.item_id)
     session.add_user_item(event.item_id, USER_AUDIO)
+
+
+def _user_transcript(session: RealtimeSession, event: UserTranscript) -> None:
+    session.input_transcription.report(event)
 
 
 def _user_item_ready(session: RealtimeSession, event: UserItemReady) -> None:
@@ -105,7 +111,8 @@ def _refused(session: RealtimeSession, event: Refused) -> None:
 
 TRANSLATIONS: dict[type, Callable] = {
     SpeechBegan: _speech_began, SpeechEnded: _speech_ended, AudioCommitted: _audio_committed,
-    UserItemReady: _user_item_ready, UserItemRejected: _user_item_rejected, ResponseStarted: _response_started,
+    UserTranscript: _user_transcript, UserItemReady: _user_item_ready, UserItemRejected: _user_item_rejected,
+    ResponseStarted: _response_started,
     TextDelta: _delta, AudioDelta: _delta, ResponseEnded: _response_ended, ItemTruncated: _item_truncated,
     Refused: _refused,
 }

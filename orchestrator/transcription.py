@@ -1,0 +1,64 @@
+"""A user item's speech at the ASR stage: what the user said, as text for the thinker's context."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import numpy as np
+
+from orchestrator.interaction_events import UserTranscript
+from orchestrator.request_id import RequestId
+from orchestrator.stage_bus import StageBus
+from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.kinds import StageKind
+from stages.models.asr_whisper import SAMPLE_RATE
+from stages.plan import StageOutput
+from stages.requests import ASRRequest, Transcript
+
+
+class Transcription:
+    """One ASR request (see ASRRequest): the speech of user item `item_id`, 16 kHz, appended as it
+    comes (from the user's first word, while they speak) and closed at its end.
+
+    Every transcript the stage gives goes to `on_text` as a UserTranscript (partials every
+    `partial_every_s` of new speech, None: none; then the final); `text()` awaits the final, or
+    raises RuntimeError if the stage failed it. `abort()` drops the request (nothing more is
+    reported). Runs on the event loop.
+    """
+
+    def __init__(self, bus: StageBus, session_id: str, item_id: str, on_text: Callable[[UserTranscript], None],
+                 partial_every_s: float | None = None) -> None:
+        self.bus, self.item_id, self.on_text = bus, item_id, on_text
+        self.request_id = RequestId(session_id, StageKind.ASR, item_id)
+        self._final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        bus.own(self.request_id, self)
+        bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
+
+    def append(self, pcm16k: np.ndarray | None, close: bool = False) -> None:
+        if not self._final.done() and (close or (pcm16k is not None and len(pcm16k))):
+            self.bus.submit(StageKind.ASR, AppendInput(self.request_id, pcm16k, close=close))
+
+    async def text(self) -> str:
+        return await asyncio.shield(self._final)
+
+    def abort(self) -> None:
+        if not self._final.done():
+            self._final.cancel()
+            self.bus.submit(StageKind.ASR, AbortRequest(self.request_id))
+        self.bus.disown(self.request_id)
+
+    def on_output(self, kind: str, output: StageOutput) -> None:
+        if self._final.done():
+            return
+        if output.error is not None:
+            self.bus.disown(self.request_id)
+            self._final.set_exception(RuntimeError(f"asr stage: {output.error}"))
+            return
+        transcript: Transcript | None = output.payload
+        if transcript is not None:
+            self.on_text(UserTranscript(self.item_id, transcript.text, transcript.is_final,
+                                        transcript.num_samples / SAMPLE_RATE))
+            if transcript.is_final:
+                self.bus.disown(self.request_id)
+                self._final.set_result(transcript.text)

