@@ -35,16 +35,16 @@ import websockets
 
 from liveserve.bench.duplex.speech_loop import LoopedSpeech
 from liveserve.bench.server_process import ServerProcess
+from liveserve.bench.spoken_turn import TURN_TIMEOUT_S, spoken_turn
 from liveserve.bench.server_target import ServedConfig
 from liveserve.config_document import Override
-from liveserve.realtime_client import RealtimeClient, default_session
-from liveserve.realtime_client.audio import SAMPLE_RATE, encode_audio, load_pcm16, silence
+from liveserve.realtime_client import default_session
+from liveserve.realtime_client.audio import SAMPLE_RATE, encode_audio, load_pcm16
 from liveserve.realtime_client.clips import clips_dir
 
 OUT = Path(__file__).resolve().parent / "results" / "heavy_neighbour.json"
 CLIPS = ("q_capital_espeak_24k.wav", "q_sky_espeak_24k.wav", "q_spider_espeak_24k.wav", "q_tokyo_flite_24k.wav")
 REPLY_TOKENS = 8  # short replies: a turn takes ~6 s
-TRAILING_MS, MIC_MS, TURN_TIMEOUT_S = 1000, 20, 60.0
 MUST_HOLD_MS = 100.0
 MIB = 2**20
 PARTS = ("huge_appends", "instructions", "long_append", "commit")  # what a neighbour session sends, in order
@@ -54,37 +54,8 @@ MARKER_ID = "neighbour-marker"  # an event the server refuses once it handled ev
 # ---------------------------------------------------------------- the measured session
 
 
-async def spoken_turn(url: str, clip: np.ndarray) -> dict:
-    """One session, one spoken question: end of speech -> first audio, and speech_stopped -> first audio."""
-    async with RealtimeClient(url) as client:
-        await client.update_session(**default_session(max_output_tokens=REPLY_TOKENS))
-        await client.stream_audio(np.concatenate([clip, silence(TRAILING_MS)]))
-        deadline = client.clock() + TURN_TIMEOUT_S
-        while not (client.turns and all(t.is_done for t in client.turns) and not client.is_playing()):
-            if client.clock() > deadline:
-                return {"failure": "timeout"}
-            await client.stream_audio(silence(MIC_MS))  # the mic goes on, as a real one does
-        turn, stopped = client.turns[0], client.last_event("input_audio_buffer.speech_stopped")
-        if turn.first_audio_t is None or stopped is None:
-            return {"failure": f"no audio (status {turn.status})"}
-        spoken_end_t = _sent_at(client, stopped.data["audio_end_ms"])
-        return {"end_of_speech_ms": round(1000 * (turn.first_audio_t - spoken_end_t), 1),
-                "ttfp_ms": round(turn.ttfp_ms, 1), "status": turn.status}
-
-
-def _sent_at(client: RealtimeClient, audio_ms: float) -> float:
-    """When the client sent the input audio at `audio_ms` of the session's stream."""
-    sent_ms = 0.0
-    for event in client.sent:
-        if event.type == "input_audio_buffer.append":
-            sent_ms += event.data["audio_bytes"] * 1000 / (2 * SAMPLE_RATE)
-            if sent_ms >= audio_ms:
-                return event.t
-    raise ValueError(f"the client never sent audio at {audio_ms} ms")
-
-
 async def measured_block(url: str, clips: list[np.ndarray], turns: int, first: int) -> list[dict]:
-    return [await spoken_turn(url, clips[(first + i) % len(clips)]) for i in range(turns)]
+    return [await spoken_turn(url, clips[(first + i) % len(clips)], REPLY_TOKENS) for i in range(turns)]
 
 
 # ---------------------------------------------------------------- the neighbour

@@ -1,0 +1,88 @@
+"""Voice-to-voice latency of the voice agent (configs/voice-cpu.yaml: Whisper tiny.en, SmolLM2-135M,
+Piper): end of the user's speech -> first reply audio, unloaded, with its parts.
+
+Starts `liveserve serve` on a free loopback port and speaks the shipped question clips in real time
+(server VAD: 500 ms of silence ends a turn), one fresh session a turn, each reply played in real time
+before the next turn. Each turn runs twice, back to back: with input transcription off (what a user of
+the agent gets) and on (the transcript's arrival times the ASR's last pass; a partial pass may then still
+be running when speech ends). Prints p50/p90 of each figure and each question's transcript and answer;
+writes JSON.
+
+    .venv/bin/python benchmarks/voice_latency.py                 # 20 turns a mode
+    .venv/bin/python benchmarks/voice_latency.py --turns 5 --out benchmarks/results/voice_quick.json
+
+Figures (ms): `end_of_speech_ms` (end of speech -> first audio: the VAD's silence wait, the ASR's last
+pass, the LLM up to the first segment's words, the first TTS segment), `endpoint_ms` (end of speech ->
+speech_stopped), `ttfp_ms` (speech_stopped -> first audio), `asr_tail_ms` (speech_stopped -> transcript).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+
+from liveserve.bench.server_process import ServerProcess
+from liveserve.bench.server_target import ServedConfig
+from liveserve.bench.spoken_turn import spoken_turn
+from liveserve.config_document import Override
+from liveserve.realtime_client.audio import load_pcm16
+from liveserve.realtime_client.clips import clips_dir
+
+OUT = Path(__file__).resolve().parent / "results" / "voice_latency.json"
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "voice-cpu.yaml"
+QUESTIONS = ("q_capital_espeak_24k.wav", "q_spider_espeak_24k.wav", "q_sky_espeak_24k.wav",
+             "q_tokyo_flite_24k.wav", "q_story_espeak_24k.wav")
+MODES = {"transcription_off": False, "transcription_on": True}
+FIGURES = ("end_of_speech_ms", "endpoint_ms", "ttfp_ms", "asr_tail_ms")
+REPLY_TOKENS = 32
+
+
+async def measure(url: str, turns: int) -> dict[str, list[dict]]:
+    clips = [load_pcm16(clips_dir() / name) for name in QUESTIONS]
+    timed: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    for turn in range(turns):
+        for mode, transcription in MODES.items():
+            result = await spoken_turn(url, clips[turn % len(clips)], REPLY_TOKENS, transcription)
+            timed[mode].append({"clip": QUESTIONS[turn % len(clips)], **result})
+            print(f"turn {turn + 1:2d} {mode}: {result.get('end_of_speech_ms', result.get('failure'))} ms "
+                  f"{result.get('transcript', '')!r} -> {result.get('text', '')!r}", flush=True)
+    return timed
+
+
+def summarize(timed: dict[str, list[dict]]) -> dict:
+    summary = {}
+    for mode, turns in timed.items():
+        figures = {name: [t[name] for t in turns if name in t] for name in FIGURES}
+        summary[mode] = {name: {"p50": float(np.percentile(v, 50)), "p90": float(np.percentile(v, 90))}
+                         for name, v in figures.items() if v}
+        summary[mode]["failures"] = sum("failure" in t for t in turns)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=20, help="spoken turns per mode (default 20)")
+    parser.add_argument("--config", type=Path, default=CONFIG, help=f"server config (default {CONFIG.name})")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], type=Override.parse,
+                        metavar="KEY.PATH=VALUE", help="override a key of the server's config (repeatable)")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"result JSON (default {OUT})")
+    args = parser.parse_args()
+    served = ServedConfig.load(args.config, args.overrides)
+    with ServerProcess(served.source, served.overrides) as server:
+        timed = asyncio.run(measure(server.url, args.turns))
+    summary = summarize(timed)
+    for mode, figures in summary.items():
+        shown = ", ".join(f"{name} p50 {v['p50']:.0f} / p90 {v['p90']:.0f}" for name, v in figures.items()
+                          if name != "failures")
+        print(f"{mode}: {shown}; {figures['failures']} failed")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**served.describe(), "turns": args.turns, **summary, "timed": timed}, indent=1) + "\n")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
