@@ -99,6 +99,11 @@ class TurnDetector:
         self.is_speaking = False
 
     @property
+    def is_pausing(self) -> bool:
+        """Speech is on, in a run of silence that ends it if it lasts (the words so far may be all)."""
+        return self.is_speaking and self._silence_start_ms is not None
+
+    @property
     def audio_ms(self) -> float:
         """Stream audio consumed so far, ms (windows plus the buffered remainder)."""
         return (self.num_windows * WINDOW_SAMPLES + len(self._pending)) * 1000 / SAMPLE_RATE

@@ -98,11 +98,11 @@ class InteractionController:
         a feed the detector calls costly (over its `inline_samples`) runs on a worker thread, so other sessions go
         on meanwhile."""
         self.buffer.append(pcm16k)
+        detector = self.monitor.detector
         if self._heard is not None:
-            self._heard.append(pcm16k)
+            self._heard.append(pcm16k, pausing=self.turn_taking is not None and detector.is_pausing)
         if self.turn_taking is None:
             return
-        detector = self.monitor.detector
         found = (detector.feed(pcm16k) if len(pcm16k) <= detector.inline_samples
                  else await asyncio.to_thread(detector.feed, pcm16k))
         for event in self.monitor.observe(found):
@@ -136,7 +136,10 @@ class InteractionController:
         elif isinstance(event, BargeIn) and turn_taking.interrupt_response:
             self._barge_in()
         elif isinstance(event, SpeechPaused):
-            self.session.speech_paused(turn_taking.detection.silence_duration_ms / 2000)
+            lead_s = turn_taking.detection.silence_duration_ms / 2000
+            self.session.speech_paused(lead_s)
+            if self._heard is not None:
+                self._heard.pause(lead_s)
         elif isinstance(event, SpeechStopped):
             item_id, start_ms = self._speech or (new_id("item"), None)
             self._speech = None

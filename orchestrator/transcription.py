@@ -10,7 +10,7 @@ import numpy as np
 from orchestrator.interaction_events import UserTranscript
 from orchestrator.request_id import RequestId
 from orchestrator.stage_bus import StageBus
-from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.commands import AbortRequest, AddRequest, AppendInput, SpeechPaused
 from stages.kinds import StageKind
 from stages.models.asr_whisper import SAMPLE_RATE
 from stages.plan import StageOutput
@@ -24,7 +24,9 @@ class Transcription:
     Every transcript the stage gives goes to `on_text` as a UserTranscript (partials every
     `partial_every_s` of new speech, None: none; then the final); `text()` awaits the final, or
     raises RuntimeError if the stage failed it. `abort()` drops the request (nothing more is
-    reported). Runs on the event loop.
+    reported). Audio appended while the user `pausing` is held back: it goes to the stage when
+    speech resumes, and the silence that ends the speech never does, so no partial pass starts on
+    it and runs while the final one waits. Runs on the event loop.
     """
 
     def __init__(self, bus: StageBus, session_id: str, item_id: str, on_text: Callable[[UserTranscript], None],
@@ -32,12 +34,24 @@ class Transcription:
         self.bus, self.item_id, self.on_text = bus, item_id, on_text
         self.request_id = RequestId(session_id, StageKind.ASR, item_id)
         self._final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._held: list[np.ndarray] = []  # audio of a pause the speech may end with
         bus.own(self.request_id, self)
         bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
 
-    def append(self, pcm16k: np.ndarray | None, close: bool = False) -> None:
+    def append(self, pcm16k: np.ndarray | None, close: bool = False, pausing: bool = False) -> None:
+        if pausing and pcm16k is not None and not close:
+            self._held.append(pcm16k)
+            return
+        if self._held and not close:
+            pcm16k = np.concatenate([*self._held, *([] if pcm16k is None else [pcm16k])])
+        self._held = []
         if not self._final.done() and (close or (pcm16k is not None and len(pcm16k))):
             self.bus.submit(StageKind.ASR, AppendInput(self.request_id, pcm16k, close=close))
+
+    def pause(self, lead_s: float) -> None:
+        """The user went quiet (their turn ends in `lead_s` unless they go on): transcribe what they said."""
+        if not self._final.done():
+            self.bus.submit(StageKind.ASR, SpeechPaused(self.request_id, lead_s))
 
     async def text(self) -> str:
         return await asyncio.shield(self._final)

@@ -109,6 +109,7 @@ class Scheduler:
 
     def speech_paused(self, request_id: str, lead_s: float) -> None:
         if request_id in self.requests:
+            self.requests[request_id].speech_paused()
             self.residency.speech_paused(request_id, lead_s, self.clock())
 
     def schedule(self) -> SchedulerPlan:

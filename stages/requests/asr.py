@@ -36,7 +36,11 @@ class ASRRequest(StageRequest):
     `partial_every_s` of speech came since the last pass (never with None, nor past
     one Whisper window of speech: each pass re-reads everything), for transcription
     deltas; once it is closed, exactly one final, the text for the thinker and for
-    `input_audio_transcription.completed`, after which the request finishes.
+    `input_audio_transcription.completed`, after which the request finishes. When the
+    user pauses (`speech_paused`), a pass over the speech so far is due at once, and it
+    is first-audio work: the turn may be over. If no speech came after it, the final is
+    that pass's text (`reusable_text`), with no second pass: the orchestrator holds back
+    a pause's audio, so a pause that ends the turn leaves the final nothing to read.
 
     For the scheduler: at most one pass is pending (a pass reads all the audio, so
     passes never queue up; audio that arrives meanwhile waits for the next), and
@@ -51,7 +55,9 @@ class ASRRequest(StageRequest):
         self.num_samples = 0
         self.num_transcribed = 0  # samples the last pass read
         self.is_closed = False
+        self.is_pausing = False  # the user went quiet after the last speech appended
         self.is_transcribed = False  # the final pass is done
+        self.last_text: str | None = None  # what the last pass read
         self._pieces: list[np.ndarray] = []
 
     @property
@@ -62,13 +68,22 @@ class ASRRequest(StageRequest):
     def _is_pass_due(self) -> bool:
         if self.is_closed:
             return not self.is_transcribed
+        if self.is_pausing and self.num_transcribed < self.num_samples:
+            return True
         if self.partial_every is None or self.num_samples > WINDOW_S * SAMPLE_RATE:
             return False
         return self.num_samples - self.num_transcribed >= self.partial_every
 
     @property
     def is_speculative(self) -> bool:
-        return not self.is_closed
+        return not (self.is_closed or self.is_pausing)
+
+    def speech_paused(self) -> None:
+        self.is_pausing = True
+
+    def reusable_text(self) -> str | None:
+        """The last pass's text when it read all the speech there is (else None: a pass must run)."""
+        return self.last_text if self.num_transcribed == self.num_samples else None
 
     @property
     def is_finished(self) -> bool:
@@ -84,6 +99,7 @@ class ASRRequest(StageRequest):
             samples = np.asarray(data, dtype=np.float32).reshape(-1)
             self._pieces.append(samples)
             self.num_samples += len(samples)
+            self.is_pausing = self.is_pausing and not len(samples)
         self.is_closed = self.is_closed or close
 
     def speech(self) -> np.ndarray:
@@ -94,7 +110,7 @@ class ASRRequest(StageRequest):
 
     def advance(self, num_tokens: int, result: Transcript) -> Transcript:
         self.num_computed += num_tokens
-        self.num_transcribed = result.num_samples
+        self.num_transcribed, self.last_text = result.num_samples, result.text
         if result.is_final:
             self.is_transcribed = True
             self._pieces = []

@@ -42,6 +42,9 @@ class StageRequest(ABC):
     - `is_speculative` is true while its pending work is a guess no one waits for yet
       (a partial transcript while the user still speaks): a policy that serves
       waiting listeners first may serve it after everything else.
+    - `speech_paused()` tells it its user went quiet and their turn may be over: a
+      request whose work the end of the turn waits for may start it now (the ASR's pass
+      over the speech so far); the others ignore it.
     The scheduler owns `status`, `last_scheduled_time` and `ready_since` (the clock
     time of the round that last saw the request go from no pending work to some; None
     while it has none). Only the stage engine's thread touches a request once it is
@@ -105,6 +108,9 @@ class StageRequest(ABC):
     @property
     def is_speculative(self) -> bool:
         return False
+
+    def speech_paused(self) -> None:
+        pass
 
     def reset_computed(self) -> None:
         self.idle_until_known = self.num_known if self.is_dormant else -1

@@ -11,7 +11,8 @@ from stages.runners.base import ModelRunner
 class ASRRunner(ModelRunner):
     """Transcribes every planned request's speech so far, one request after another in the plan's
     order (faster-whisper has no batch API for independent streams; the scheduler's
-    `max_num_seqs` bounds the passes of a step). A pass of a closed request is its final."""
+    `max_num_seqs` bounds the passes of a step). A pass of a closed request is its final: the text
+    of the pass before it when that one read all the speech."""
 
     def __init__(self, model: WhisperASR) -> None:
         self.model = model
@@ -21,5 +22,7 @@ class ASRRunner(ModelRunner):
         for chunk in plan.chunks:
             request: ASRRequest = chunk.request
             speech = request.speech()
-            results[request.request_id] = Transcript(self.model.transcribe(speech), request.is_closed, len(speech))
+            text = request.reusable_text() if request.is_closed else None
+            results[request.request_id] = Transcript(self.model.transcribe(speech) if text is None else text,
+                                                     request.is_closed, len(speech))
         return RunnerOutput(results)

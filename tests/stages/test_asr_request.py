@@ -79,3 +79,26 @@ def test_urgency_serves_a_final_pass_before_older_partials_and_yields_partials_t
     policy = UrgencyPolicy(UrgencyParams(), device=device)
     device.report(device.join(), True)  # a listener waits for first audio at another stage on this device
     assert policy.order([older], 4.0) == [] and policy.counters["yielded"] == 1
+
+
+def test_a_pause_makes_a_pass_over_the_speech_so_far_due_and_the_final_reuses_it():
+    request = ASRRequest("a", 0.0, partial_every_s=None)
+    request.append(speech(1.2))
+    assert request.num_pending == 0
+    request.speech_paused()  # the user went quiet: the turn may be over
+    assert request.num_pending == 1 and not request.is_speculative  # first-audio work now
+    paused = transcribe(request)
+    assert not paused.is_final and request.reusable_text() == "words"
+    request.append(None, close=True)  # the pause ended the speech, with nothing after it
+    assert request.num_pending == 1 and request.reusable_text() == "words"
+
+
+def test_speech_after_a_pause_needs_a_pass_of_its_own():
+    request = ASRRequest("a", 0.0, partial_every_s=None)
+    request.append(speech(1.2))
+    request.speech_paused()
+    transcribe(request)
+    request.append(speech(0.3))  # the user went on
+    assert not request.is_pausing and request.is_speculative and request.reusable_text() is None
+    request.append(None, close=True)
+    assert request.num_pending == 1 and request.reusable_text() is None

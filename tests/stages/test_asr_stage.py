@@ -12,7 +12,7 @@ import pytest
 import torch
 from speech_harness import asr_engine, word_error_rate
 
-from stages.commands import AddRequest, AppendInput
+from stages.commands import AddRequest, AppendInput, SpeechPaused
 from stages.requests import ASRRequest
 from tests.conftest import read_fixture
 
@@ -56,6 +56,21 @@ def test_streamed_speech_gets_partials_then_the_final(asr):
     final = rest[0].payload
     assert final.is_final and final.num_samples == len(audio) and rest[1].is_finished and len(rest) == 2
     assert word_error_rate(text, final.text) <= bound, final.text
+
+
+def test_a_pause_transcribes_the_speech_so_far_and_the_final_is_that_text_without_a_second_pass(asr, monkeypatch):
+    text, bound = CLIPS["q_capital_espeak_24k.wav"]
+    audio = read_fixture("q_capital_espeak_24k.wav")
+    asr.engine.submit_all([AddRequest(ASRRequest("p", 0.0, partial_every_s=None)), AppendInput("p", audio),
+                           SpeechPaused("p", 0.25)])
+    paused = asr.drain(max_steps=1)[0].payload
+    assert not paused.is_final and word_error_rate(text, paused.text) <= bound, paused.text
+    passes = []
+    model = asr.engine.runner.model
+    monkeypatch.setattr(model, "transcribe", lambda speech: passes.append(len(speech)) or "again")
+    asr.engine.submit(AppendInput("p", None, close=True))  # the pause ended the speech
+    final = asr.drain()[0].payload
+    assert final.is_final and final.text == paused.text and passes == []
 
 
 def test_loading_the_model_leaves_the_loading_threads_torch_threads_alone():
