@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from liveserve.config import check_checkpoints, load_config
@@ -56,7 +57,15 @@ def test_config_mistakes_name_the_field_in_one_line(tmp_path, edit, message):
     assert "\n" not in str(error.value)
 
 
-def test_greedy_smollm2_answers_the_capital_of_france_through_the_engine():
+@pytest.fixture
+def torch_threads_kept():
+    """A turn run in this process applies runtime.torch_threads to it: put the test process's back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_greedy_smollm2_answers_the_capital_of_france_through_the_engine(torch_threads_kept):
     config = load_config(CONFIG, GREEDY_ON_ONE_THREAD)
     result = asyncio.run(run_one_turn(config, None, "What is the capital of France?", TurnRequest(max_tokens=24)))
     assert result.error is None and result.status == "completed"  # ended by <|im_end|>, not by the cap
