@@ -1,5 +1,6 @@
 """A stage process that dies: its work fails saying so, it is restarted, contexts are rebuilt, /health tells;
-one that keeps dying is given up on."""
+one that keeps dying is given up on. Each stage is killed mid-work: thinker, talker and vocoder mid-reply, the encoder
+while the user speaks (that turn fails unanswered)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from orchestrator import process_placement
 from orchestrator.events import TurnRequest
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.process_placement import ProcessPlacement
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, small_config
+from tests.liveserve.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence, small_config
 from tests.orchestrator.test_orchestrator import drain
 from tests.orchestrator.test_process_placement import wait_until
 
@@ -103,7 +105,7 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("stage", ["talker"])
+@pytest.mark.parametrize("stage", ["thinker", "talker", "vocoder"])
 def test_after_a_stage_is_killed_mid_reply_health_says_degraded_and_a_new_session_completes_a_turn(tmp_path, stage):
     server = ServerProcess(small_config(tmp_path))
 
@@ -135,5 +137,42 @@ def test_after_a_stage_is_killed_mid_reply_health_says_degraded_and_a_new_sessio
     assert seen and seen[0][0] == 503 and seen[0][1]["status"] == "degraded" and stage in seen[0][1]["stages_down"]
     # a stage that is down has no figures (they would be stale), the others still do
     assert f'liveserve_stage_requests{{stage="{stage}"}}' not in metrics_while_down
-    assert 'liveserve_stage_requests{stage="thinker"}' in metrics_while_down
+    assert 'liveserve_stage_requests{stage="encoder"}' in metrics_while_down
     assert done["response"]["status"] in ("completed", "incomplete") and recovered_s < 30
+
+
+def test_with_the_encoder_killed_mid_speech_the_turn_fails_unanswered_and_the_next_one_is_heard(tmp_path):
+    server = ServerProcess(small_config(tmp_path))
+    audio = np.concatenate([silence(300), fixture_pcm16("q_capital_espeak_24k.wav"), silence(1200)])
+
+    async def spoken(kill_after_speech_starts: bool) -> tuple[dict, int]:
+        """response.done, and how many audio deltas came before it."""
+        async with connect(server) as ws:
+            client = Client(ws)
+            await client.next("session.created")
+            await client.send("session.update", session={"type": "realtime", "max_output_tokens": 4})
+            await client.next("session.updated")
+            rest = audio
+            if kill_after_speech_starts:
+                await client.append(audio[:len(audio) // 3], realtime=False)
+                await client.next("input_audio_buffer.speech_started", timeout=30)
+                os.kill(stage_pid(server, "encoder"), signal.SIGKILL)
+                rest = audio[len(audio) // 3:]
+            await client.append(rest, realtime=False)
+            done = await client.next("response.done", timeout=60)
+            return done, len(client.received("response.output_audio.delta"))
+
+    try:
+        failed, failed_audio = asyncio.run(spoken(True))
+        killed_at, seen = time.monotonic(), []
+        while (status := health(server))[0] != 200:
+            seen.append(status)
+            assert time.monotonic() - killed_at < 30, seen[-1]
+            time.sleep(0.1)
+        done, audio = asyncio.run(spoken(False))
+    finally:
+        server.stop()
+    assert failed["response"]["status"] == "failed" and failed_audio == 0  # not answered without the speech
+    assert "stage encoder is down" in failed["response"]["status_details"]["error"]["message"]
+    assert seen and seen[0][1]["status"] == "degraded" and "encoder" in seen[0][1]["stages_down"]
+    assert done["response"]["status"] in ("completed", "incomplete") and audio > 0
