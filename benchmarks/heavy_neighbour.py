@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--neighbour", default=",".join(PARTS),
                         help=f"what each neighbour session sends, of {','.join(PARTS)} (default: all; fewer to "
                         "tell what delays the measured session)")
-    parser.add_argument("--config", type=Path, help="server config (default: the embedded default)")
+    parser.add_argument("--config", type=Path, help="server config (default: the lab's, tiny-omni-cpu)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], type=Override.parse,
                         metavar="KEY.PATH=VALUE", help="override a key of the server's config (repeatable)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"result JSON (default {OUT})")
