@@ -1,7 +1,7 @@
 """Issue 30's duplex soak: does a windowed full-duplex stream keep the server's memory flat?
 
-Starts `liveserve serve` (the default config, or --config) on a free loopback port with a thinker
-window, streams one duplex session of looped speech in real time for --minutes, samples the
+Starts `liveserve serve` (--config, or the lab's default, tiny-omni-cpu) on a free loopback port with a
+thinker window, streams one duplex session of looped speech in real time for --minutes, samples the
 resident set size of the server process and of every stage process (named ls-<stage>) every
 --sample-s seconds from /proc, and fits each one's slope (MB/min, least squares) over the last half
 of the run. Prints the figures and writes them, with every sample, to --out as JSON.

@@ -1,7 +1,7 @@
 """Issue 30's heavy-neighbour benchmark: does one session's heavy input delay another's first audio?
 
-Starts `liveserve serve` (the default config, or --config) on a free loopback port. A measured
-client speaks ordinary turns (the shipped question clips, in real time, server VAD, short replies
+Starts `liveserve serve` (--config, or the lab's default, tiny-omni-cpu) on a free loopback port. A
+measured client speaks ordinary turns (the shipped question clips, in real time, server VAD, short replies
 played in real time), one fresh session per turn. In blocks alternating A B B A (--rounds times),
 a neighbour runs beside it during B blocks, in a process of its own so that building and sending
 its messages never delays the measured client. Each neighbour session, over and over:
