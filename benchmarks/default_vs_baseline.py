@@ -1,4 +1,4 @@
-"""The default config (LiveServe's policies) against the vLLM-Omni baselines, back to back.
+"""tiny-omni-cpu (LiveServe's policies, the lab's default) against the vLLM-Omni baselines, back to back.
 
 Each round runs every point under every policy preset, one replay at a time on a fresh server,
 alternating the policies' order from point to point and round to round (A B, B A, ...), so that

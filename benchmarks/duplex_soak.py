@@ -1,7 +1,7 @@
 """Issue 30's duplex soak: does a windowed full-duplex stream keep the server's memory flat?
 
-Starts `liveserve serve` (the default config, or --config) on a free loopback port with a thinker
-window, streams one duplex session of looped speech in real time for --minutes, samples the
+Starts `liveserve serve` (--config, or the lab's default, tiny-omni-cpu) on a free loopback port with a
+thinker window, streams one duplex session of looped speech in real time for --minutes, samples the
 resident set size of the server process and of every stage process (named ls-<stage>) every
 --sample-s seconds from /proc, and fits each one's slope (MB/min, least squares) over the last half
 of the run. Prints the figures and writes them, with every sample, to --out as JSON.
@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--sinks", type=int, default=16, help="thinker window sink tokens (default 16)")
     parser.add_argument("--frame-ms", type=int, default=80, help="duplex frame period (default 80)")
     parser.add_argument("--sample-s", type=float, default=5.0, help="seconds between RSS samples (default 5)")
-    parser.add_argument("--config", type=Path, help="server config (default: the embedded default)")
+    parser.add_argument("--config", type=Path, help="server config (default: the lab's, tiny-omni-cpu)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"result JSON (default {OUT})")
     args = parser.parse_args()
     options = DuplexOptions(sessions=1, duration_s=60.0 * args.minutes, frame_ms=args.frame_ms, window=args.window,

@@ -1,7 +1,7 @@
 """Issue 30's heavy-neighbour benchmark: does one session's heavy input delay another's first audio?
 
-Starts `liveserve serve` (the default config, or --config) on a free loopback port. A measured
-client speaks ordinary turns (the shipped question clips, in real time, server VAD, short replies
+Starts `liveserve serve` (--config, or the lab's default, tiny-omni-cpu) on a free loopback port. A
+measured client speaks ordinary turns (the shipped question clips, in real time, server VAD, short replies
 played in real time), one fresh session per turn. In blocks alternating A B B A (--rounds times),
 a neighbour runs beside it during B blocks, in a process of its own so that building and sending
 its messages never delays the measured client. Each neighbour session, over and over:
@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--neighbour", default=",".join(PARTS),
                         help=f"what each neighbour session sends, of {','.join(PARTS)} (default: all; fewer to "
                         "tell what delays the measured session)")
-    parser.add_argument("--config", type=Path, help="server config (default: the embedded default)")
+    parser.add_argument("--config", type=Path, help="server config (default: the lab's, tiny-omni-cpu)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], type=Override.parse,
                         metavar="KEY.PATH=VALUE", help="override a key of the server's config (repeatable)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"result JSON (default {OUT})")

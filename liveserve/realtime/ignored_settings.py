@@ -13,7 +13,7 @@ from typing import Any
 
 from liveserve.realtime.errors import RealtimeError, shown
 
-VOICE = "alloy"  # the one voice tiny-omni speaks with
+VOICE = "alloy"  # the name of the one voice every pipeline speaks with (tiny-omni's, or the TTS stage's)
 NO_ASR = ("input audio transcription is not available: this pipeline has no speech recognition stage, so no "
           "transcription events will come")
 CODE = "parameter_ignored"
@@ -26,7 +26,7 @@ RULES: list[Rule] = [
     ("tool_choice", None, lambda v: v not in (None, "auto", "none"), "this model calls no tools"),
     ("audio.input.noise_reduction", "input_audio_noise_reduction", lambda v: v is not None,
      "input audio is not filtered"),
-    ("audio.output.voice", "voice", lambda v: v not in (None, VOICE), f"tiny-omni speaks with one voice, {VOICE!r}"),
+    ("audio.output.voice", "voice", lambda v: v not in (None, VOICE), f"this server speaks with one voice, {VOICE!r}"),
     ("audio.output.speed", "speed", lambda v: v not in (None, 1, 1.0), "replies are spoken at speed 1.0"),
     ("tracing", None, lambda v: v is not None, "traces go to runtime.trace_dir, not to a tracing service"),
     ("prompt", None, lambda v: v is not None, "stored prompts are not available; use instructions"),

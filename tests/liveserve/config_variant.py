@@ -1,4 +1,4 @@
-"""The default YAML config with edits, written where a test can load it."""
+"""The lab's default YAML config (tiny-omni) with edits, written where a test can load it."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import yaml
 
-from liveserve.config import default_config_path
+from liveserve.config import lab_config_path
 
 
 def write_variant(tmp_path: Path, edit) -> Path:
-    """`edit(data)` changes the parsed default config in place; returns the written file."""
-    data = yaml.safe_load(default_config_path().read_text())
+    """`edit(data)` changes the parsed lab config (tiny-omni-cpu) in place; returns the written file."""
+    data = yaml.safe_load(lab_config_path().read_text())
     edit(data)
     path = tmp_path / "variant.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -14,7 +14,7 @@ import websockets
 import yaml
 
 from liveserve.bench.server_process import ServerProcess
-from liveserve.config import default_config_path
+from liveserve.config import lab_config_path
 from liveserve.realtime_client.clips import clips_dir
 
 FIXTURES = clips_dir()
@@ -26,9 +26,9 @@ def fixture_pcm16(name: str) -> np.ndarray:
 
 
 def small_config(tmp_dir: Path, runtime: dict | None = None, **server) -> Path:
-    """The default config with a smaller thinker, so a test turn takes little CPU (`runtime` and
+    """The lab's config (tiny-omni-cpu) with a smaller thinker, so a test turn takes little CPU (`runtime` and
     `server` settings updated)."""
-    data = yaml.safe_load(default_config_path().read_text())
+    data = yaml.safe_load(lab_config_path().read_text())
     data["model"]["thinker"].update(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
                                     intermediate_size=256)
     data["runtime"].update(runtime or {})

@@ -6,7 +6,7 @@ import pytest
 
 from config_variant import write_variant
 from liveserve.admission import AdmissionConfig
-from liveserve.config import load_config
+from liveserve.config import LAB_CONFIG, load_config
 from liveserve.config_reader import ConfigError
 
 
@@ -18,7 +18,7 @@ def load_variant(tmp_path, admission: dict, **server):
 
 
 def test_default_and_given_admission_settings_load(tmp_path):
-    assert load_config().admission == AdmissionConfig()
+    assert load_config().admission == load_config(LAB_CONFIG).admission == AdmissionConfig()
     config = load_variant(tmp_path, {"policy": "aimd", "initial_cap": 2, "decrease_factor": 0.5, "interval_s": 2})
     assert config.admission == AdmissionConfig(policy="aimd", initial_cap=2, decrease_factor=0.5, interval_s=2.0)
     assert load_variant(tmp_path, None).admission == AdmissionConfig()  # an empty section: the defaults

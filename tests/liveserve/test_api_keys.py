@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 import websockets
 
-from liveserve.config import load_config as load_with
+from liveserve.config import LAB_CONFIG, load_config as load_with
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 from liveserve.config_server import require_auth
@@ -23,8 +23,8 @@ KEY = "ls-test-key-1"
 
 
 def load_config(*overrides: str):
-    """The default config with `--set` overrides."""
-    return load_with(None, [Override.parse(text) for text in overrides])
+    """The lab's config (tiny-omni-cpu) with `--set` overrides."""
+    return load_with(LAB_CONFIG, [Override.parse(text) for text in overrides])
 
 
 def test_a_key_is_taken_from_the_bearer_header_or_the_browser_subprotocol():

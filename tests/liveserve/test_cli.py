@@ -1,4 +1,4 @@
-"""`liveserve run` end to end, and its answers to bad input (exit 2, one clear line)."""
+"""`liveserve run` end to end on the lab's config (tiny-omni), and its answers to bad input (exit 2, one clear line)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from config_variant import write_variant
+from liveserve.config import LAB_CONFIG
 from liveserve.realtime_client.clips import clip_path
 
 CLIP = clip_path("q_capital_espeak_24k.wav")
@@ -32,7 +33,8 @@ def write_pcm16(path: Path, samples: np.ndarray, rate: int) -> Path:
 
 def test_run_writes_a_24k_reply_and_reports_figures(tmp_path):
     out = tmp_path / "reply.wav"
-    result = liveserve("run", "--audio", str(CLIP), "--out", str(out), "--max-tokens", "6", "--json")
+    result = liveserve("run", "--config", LAB_CONFIG, "--audio", str(CLIP), "--out", str(out), "--max-tokens", "6",
+                       "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["text_tokens"] <= 6 and summary["audio_ttfp_ms"] > 0 and summary["rtf"] > 0
@@ -46,7 +48,8 @@ def test_run_writes_a_24k_reply_and_reports_figures(tmp_path):
 def test_other_sample_rates_are_resampled(tmp_path, rate):
     tone = 0.3 * np.sin(2 * np.pi * 220 * np.arange(rate) / rate)
     clip = write_pcm16(tmp_path / "in.wav", tone, rate)
-    result = liveserve("run", "--audio", str(clip), "--out", str(tmp_path / "o.wav"), "--max-tokens", "2", "--json")
+    result = liveserve("run", "--config", LAB_CONFIG, "--audio", str(clip), "--out", str(tmp_path / "o.wav"),
+                       "--max-tokens", "2", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["text_tokens"] <= 2
 

@@ -1,4 +1,4 @@
-"""YAML config loading: the default loads; every mistake names its field."""
+"""YAML config loading: the embedded default and the lab's config load; every mistake names its field."""
 
 from __future__ import annotations
 
@@ -7,15 +7,27 @@ import math
 import pytest
 
 from config_variant import write_variant
-from liveserve.config import load_config
+from liveserve.config import LAB_CONFIG, load_config
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
+from stages.kinds import StageKind
 from stages.policies.fcfs import FCFSParams
 from stages.policies.urgency import UrgencyParams
 
 
-def test_default_config_loads():
+def test_the_embedded_default_is_the_voice_agent_with_liveserves_policies():
     config = load_config()
+    pipeline = config.pipeline
+    assert config.model_name == "smollm2-135m-voice"
+    assert pipeline.graph.kinds == (StageKind.ASR, StageKind.THINKER, StageKind.TTS)
+    assert pipeline.thinker.gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert {spec.scheduler.policy for spec in pipeline.stages} == {"urgency"}
+    assert (pipeline.thinker.kv.eviction, pipeline.thinker.kv.preload) == ("next_use", True)
+    assert pipeline.thinker.kv.host_blocks > 0
+
+
+def test_the_lab_config_is_tiny_omni():
+    config = load_config(LAB_CONFIG)
     pipeline = config.pipeline
     assert config.model_name == "tiny-omni"
     assert pipeline.encoder.model.output_size == pipeline.thinker.model.hidden_size
@@ -68,7 +80,7 @@ def test_unreadable_config_files(tmp_path):
 
 
 def test_each_policys_parameters_are_a_mapping_named_after_it_and_the_chosen_ones_go_in(tmp_path):
-    assert load_config().pipeline.thinker.scheduler.params == UrgencyParams()  # the default config: urgency
+    assert load_config(LAB_CONFIG).pipeline.thinker.scheduler.params == UrgencyParams()  # tiny-omni-cpu: urgency
     paced = load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"]["scheduler"].update(
         urgency={"p_safe_ms": 300, "p_resume_ms": 600})))
     assert paced.pipeline.thinker.scheduler.params == UrgencyParams(p_safe_ms=300.0, p_resume_ms=600.0)
@@ -77,7 +89,7 @@ def test_each_policys_parameters_are_a_mapping_named_after_it_and_the_chosen_one
         policy="fcfs", urgency={"p_safe_ms": 300})))  # a preset switches the policy; urgency's stay valid
     assert switched.pipeline.thinker.scheduler.policy == "fcfs"
     assert switched.pipeline.thinker.scheduler.params == FCFSParams()
-    overridden = load_config(overrides=[Override.parse("stages.talker.scheduler.urgency.p_max_ms=.inf")])
+    overridden = load_config(LAB_CONFIG, [Override.parse("stages.talker.scheduler.urgency.p_max_ms=.inf")])
     assert overridden.pipeline.talker.scheduler.params == UrgencyParams(p_max_ms=math.inf)
 
 

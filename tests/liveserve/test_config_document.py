@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from liveserve.config import default_config_path, load_config, read_config_data, shipped_configs
+from liveserve.config import (LAB_CONFIG, default_config_path, lab_config_path, load_config, read_config_data,
+                              shipped_configs)
 from liveserve.config_document import Override, apply_overrides
 from liveserve.config_reader import ConfigError
 
@@ -43,18 +44,18 @@ def test_an_override_through_a_value_that_is_not_a_mapping_is_named():
 
 
 def test_overridden_values_are_validated_like_the_file_and_named_by_their_key():
-    config = load_config(None, [Override.parse("stages.thinker.kv.num_blocks=256")])
+    config = load_config(LAB_CONFIG, [Override.parse("stages.thinker.kv.num_blocks=256")])
     assert config.pipeline.thinker.kv.num_blocks == 256
     with pytest.raises(ConfigError, match=r"stages.thinker.kv.num_blockz: unknown field \(did you mean 'num_blocks'\?\)"):
-        load_config(None, [Override.parse("stages.thinker.kv.num_blockz=256")])
+        load_config(LAB_CONFIG, [Override.parse("stages.thinker.kv.num_blockz=256")])
     with pytest.raises(ConfigError, match="stages.thinker.kv: num_blocks must be a positive integer"):
-        load_config(None, [Override.parse("stages.thinker.kv.num_blocks=0")])
+        load_config(LAB_CONFIG, [Override.parse("stages.thinker.kv.num_blocks=0")])
 
 
 def test_a_config_names_its_base_and_says_only_how_it_differs(tmp_path):
     child = write(tmp_path / "small.yaml", "base: tiny-omni-cpu\nstages: {thinker: {kv: {num_blocks: 128}}}\n")
     grandchild = write(tmp_path / "smaller.yaml", "base: small.yaml\nserver: {max_sessions: 4}\n")
-    config, default = load_config(grandchild), load_config(None)
+    config, default = load_config(grandchild), load_config(LAB_CONFIG)
     assert config.pipeline.thinker.kv.num_blocks == 128  # from the child
     assert config.server.max_sessions == 4  # from the grandchild
     # everything else is the base's, mappings merged key by key
@@ -77,7 +78,8 @@ def test_base_errors_name_the_file(tmp_path):
 
 def test_shipped_configs_are_found_by_name_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert default_config_path() == shipped_configs()["tiny-omni-cpu"]
+    assert default_config_path() == shipped_configs()["voice-cpu"] == Path(load_config(None).source)
+    assert lab_config_path() == shipped_configs()["tiny-omni-cpu"]
     for name in shipped_configs():
         assert load_config(name).source == str(shipped_configs()[name])
     with pytest.raises(ConfigError, match="config file not found: nope.yaml"):
@@ -85,7 +87,7 @@ def test_shipped_configs_are_found_by_name_from_any_folder(tmp_path, monkeypatch
 
 
 def test_a_trace_dir_gives_every_stage_its_trace_file(tmp_path):
-    config = load_config(None, [Override.parse(f"runtime.trace_dir={tmp_path}")])
+    config = load_config(LAB_CONFIG, [Override.parse(f"runtime.trace_dir={tmp_path}")])
     assert [spec.trace_path for spec in config.pipeline.stages] == [
         tmp_path / f"{kind}.jsonl" for kind in ("encoder", "thinker", "talker", "vocoder")]
-    assert all(spec.trace_path is None for spec in load_config(None).pipeline.stages)
+    assert all(spec.trace_path is None for spec in load_config(LAB_CONFIG).pipeline.stages)

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from config_variant import write_variant
-from liveserve.config import check_checkpoints, load_config
+from liveserve.config import LAB_CONFIG, check_checkpoints, load_config
 from liveserve.config_reader import ConfigError
 from stages.kinds import Payload, StageKind
 
@@ -19,8 +19,8 @@ def without(data: dict, *kinds: str) -> None:
         data["stages"][kind] = None
 
 
-def test_the_default_graph_is_tiny_omnis_four_stages():
-    graph = load_config().pipeline.graph
+def test_the_lab_configs_graph_is_tiny_omnis_four_stages():
+    graph = load_config(LAB_CONFIG).pipeline.graph
     assert graph.kinds == (StageKind.ENCODER, StageKind.THINKER, StageKind.TALKER, StageKind.VOCODER)
     assert [edge.carries for edge in graph.reply_path] == [Payload.HIDDEN_STATES, Payload.CODEC_FRAMES]
     assert graph.hears and graph.speaks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config_variant import write_variant
-from liveserve.config import load_config
+from liveserve.config import LAB_CONFIG, load_config
 from liveserve.config_reader import ConfigError
 from stages.config import WindowSpec
 
@@ -23,7 +23,7 @@ def test_window_is_read_for_thinker_and_talker_and_defaults_to_unbounded(tmp_pat
     pipeline = load_config(write_variant(tmp_path, edit)).pipeline
     assert pipeline.thinker.window == WindowSpec(tokens=256, sinks=16)
     assert pipeline.talker.window is None
-    assert load_config().pipeline.thinker.window is None
+    assert load_config(LAB_CONFIG).pipeline.thinker.window is None
     sinkless = load_config(write_variant(tmp_path, lambda d: without_host_tier(d, "talker").update(window={"tokens": 64})))
     assert sinkless.pipeline.talker.window == WindowSpec(tokens=64, sinks=0)
 

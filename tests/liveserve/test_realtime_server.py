@@ -244,7 +244,7 @@ def test_step_counters_grow_with_a_reply(server):
         after_steps, after_tokens, after_busy = counters(stage)
         assert after_steps > steps and after_busy > busy, stage
         assert after_tokens - tokens >= after_steps - steps, stage  # every counted step ran at least one position
-    # the default config serves LiveServe's policies: urgency orders the rounds, the thinker has a host tier
+    # the lab's config (tiny-omni-cpu) serves LiveServe's policies: urgency orders the rounds, the thinker has a host tier
     assert rounds() > rounds_before
     assert server.metric("liveserve_kv_link_gbps", stage="thinker") > 0
 

@@ -13,7 +13,7 @@ from liveserve.bench.replay.plan import load_requests, plan_sessions
 from liveserve.bench.replay.presets import PRESETS, PresetUnavailable, derive_config
 from liveserve.bench.replay.server_figures import kv_figures
 from liveserve.bench.workloads import WorkloadRequest
-from liveserve.config import default_config_path, load_config, read_config_data
+from liveserve.config import lab_config_path, load_config, read_config_data
 from stages.models.tokenizer import TextTokenizer
 
 TOKENIZER = TextTokenizer.default()
@@ -99,7 +99,7 @@ def test_bad_options_name_the_field(fields, message):
 
 
 def test_presets_override_every_stage_and_validate_through_the_server_config():
-    source = default_config_path()
+    source = lab_config_path()
     raw, config = derive_config("fcfs-nooffload", read_config_data(source), source)
     assert {raw["stages"][s]["scheduler"]["policy"] for s in ("encoder", "thinker", "talker", "vocoder")} == {"fcfs"}
     assert config.pipeline.thinker.scheduler.policy == "fcfs"
@@ -109,7 +109,7 @@ def test_presets_override_every_stage_and_validate_through_the_server_config():
 
 
 def test_a_preset_the_server_refuses_says_which_component():
-    source = default_config_path()
+    source = lab_config_path()
     data = read_config_data(source)
     data["stages"]["thinker"]["kv"]["host_blocks"] = -1  # a host tier the server refuses
     with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' \(fcfs scheduling, lru KV eviction\) cannot run.*"
@@ -156,8 +156,8 @@ def test_kv_figures_are_differences_of_what_the_server_exports():
     ("tiny-omni-cpu-fcfs-lru", "fcfs-lru"),
     ("tiny-omni-cpu-fcfs-nooffload", "fcfs-nooffload"),
 ])
-def test_the_shipped_configs_are_the_default_served_by_a_preset(shipped, preset):
-    # the default is LiveServe's own policies; each baseline config is the default as its preset serves it
-    source = default_config_path()
+def test_the_shipped_configs_are_the_lab_config_served_by_a_preset(shipped, preset):
+    # tiny-omni-cpu is LiveServe's own policies; each baseline config is tiny-omni-cpu as its preset serves it
+    source = lab_config_path()
     _, derived = derive_config(preset, read_config_data(source), source)
     assert dataclasses.replace(load_config(shipped), source=derived.source) == derived

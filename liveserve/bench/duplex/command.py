@@ -30,7 +30,7 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
     streams.add_argument("--speech-dir", type=Path, help="WAV clips to loop (default: the speech fixtures)")
     server = parser.add_argument_group("server (a fresh one per run, or a running one)")
     server.add_argument("--config", type=Path,
-                        help="start the server from this YAML (default: the embedded default)")
+                        help="start the server from this YAML (default: the lab's, tiny-omni-cpu)")
     server.add_argument("--window", type=int,
                         help="thinker window: tokens kept besides the sinks (default: unbounded)")
     server.add_argument("--sinks", type=int, help="thinker window: sink tokens kept from the start (default 0)")

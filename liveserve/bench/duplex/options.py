@@ -25,8 +25,8 @@ class DuplexOptions:
     With `ramp` (sessions per second) arrivals are open-loop at that rate for the
     whole run instead, and `sessions`, if given, is the server's session limit; with
     `session_s` each admitted ramp session hangs up after that long (None: at the end).
-    Server: `url` of a running one, or a fresh one from `config` (the default config
-    when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
+    Server: `url` of a running one, or a fresh one from `config` (the lab's default,
+    tiny-omni-cpu, when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
     tokens plus `sinks` (unbounded when None), `kv_blocks` thinker KV blocks and the
     `admission` policy (`aimd` by default with `ramp`, else the config's), with
     `admission_set` (name, value) pairs overriding keys of its `admission` section,

@@ -18,7 +18,7 @@ from liveserve.bench.duplex.speech_loop import LoopedSpeech
 from liveserve.bench.duplex.stream import FRAME_EVENT, StreamSetup, run_stream
 from liveserve.bench.result_json import options_json
 from liveserve.bench.server_target import ServedConfig, ServerTarget, open_target
-from liveserve.config import read_config_data, resolve_config_path
+from liveserve.config import LAB_CONFIG, read_config_data, resolve_config_path
 from liveserve.config_document import Override
 
 WARMUP_S = 2.0  # the warm-up session speaks this long (at least 3 frames)
@@ -49,7 +49,7 @@ def check_duplex(options: DuplexOptions) -> None:
 
 def fresh_server_overrides(options: DuplexOptions) -> tuple[Override, ...]:
     """The overrides of `options.config` a fresh server for `options` serves (see `server_config`)."""
-    return server_overrides(options, read_config_data(resolve_config_path(options.config)))
+    return server_overrides(options, read_config_data(resolve_config_path(options.config, LAB_CONFIG)))
 
 
 def _run_clock() -> Callable[[], float]:

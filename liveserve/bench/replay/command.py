@@ -19,7 +19,8 @@ from liveserve.config_document import add_override_argument
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     server = parser.add_argument_group("server (a running one, or a fresh one per run)")
     server.add_argument("--url", help="realtime URL of a running server on loopback, e.g. ws://127.0.0.1:8000/v1/realtime")
-    server.add_argument("--config", type=Path, help="start a fresh server from this YAML (default: the embedded default)")
+    server.add_argument("--config", type=Path,
+                        help="start a fresh server from this YAML (default: the lab's, tiny-omni-cpu)")
     server.add_argument("--policy", default="fcfs-nooffload", choices=list(PRESETS), help="policy preset of that server")
     add_override_argument(server, "stages.thinker.kv.num_blocks=256, applied after the preset")
     workload = parser.add_argument_group("workload")

@@ -18,9 +18,9 @@ TIMED_DATASETS = ("burstgpt", "interactive")
 class ReplayOptions:
     """One replay's settings; invalid values raise ValueError naming the field.
 
-    Server: `url` of a running server, or a fresh one started from `config` (the
-    default config when None) with the `policy` preset applied, then `overrides`
-    (`--set`), in order. Workload: `dataset` read from `dataset_path` (`random` needs
+    Server: `url` of a running server, or a fresh one started from `config` (the lab's
+    default, tiny-omni-cpu, when None) with the `policy` preset applied, then
+    `overrides` (`--set`), in order. Workload: `dataset` read from `dataset_path` (`random` needs
     none: filler prompts and replies of `random_input_len` and `random_output_len` tokens, each drawn uniformly within
     +-`random_range_ratio` of that, as vLLM's random dataset). Arrivals: `request_rate` (req/s,
     inf = all at once) with gamma `burstiness`, capped by `max_concurrency`, or the

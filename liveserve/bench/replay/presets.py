@@ -10,7 +10,7 @@ reported, never run as something else.
 |---|---|---|---|
 | `fcfs-nooffload` | fcfs | none: pressure preempts and recomputes (vLLM-Omni without offload) | - |
 | `fcfs-lru` | fcfs | host tier, LRU eviction (vLLM-Omni with offload) | off |
-| `liveserve` (the default config) | urgency | host tier, next-use eviction | on |
+| `liveserve` (tiny-omni-cpu as shipped) | urgency | host tier, next-use eviction | on |
 | `liveserve-idle` | urgency | host tier, next-use eviction, idle offload | on |
 | `liveserve-fcfs` | fcfs | host tier, next-use eviction | on |
 | `liveserve-lru` | urgency | host tier, LRU eviction | on |

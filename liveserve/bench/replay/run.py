@@ -19,7 +19,7 @@ from liveserve.bench.replay.session_runner import SessionSetup, run_session
 from liveserve.bench.result_json import build_result, options_json
 from liveserve.bench.server_target import ServedConfig, ServerTarget, open_target
 from liveserve.bench.workloads import WorkloadRequest
-from liveserve.config import LiveServeConfig, read_config_data, resolve_config_path
+from liveserve.config import LAB_CONFIG, LiveServeConfig, read_config_data, resolve_config_path
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 from liveserve.realtime_client.audio import load_pcm16
@@ -70,7 +70,7 @@ def check_replay(options: ReplayOptions) -> None:
 
 def check_preset(options: ReplayOptions) -> None:
     """PresetUnavailable if the config refuses the `policy` preset (before `--set` applies)."""
-    source = resolve_config_path(options.config)
+    source = resolve_config_path(options.config, LAB_CONFIG)
     derive_config(options.policy, read_config_data(source), source)
 
 
