@@ -17,11 +17,12 @@ VOICE = "alloy"  # the name of the one voice every pipeline speaks with (tiny-om
 NO_ASR = ("input audio transcription is not available: this pipeline has no speech recognition stage, so no "
           "transcription events will come")
 CODE = "parameter_ignored"
+TRANSCRIPTION = "audio.input.transcription"  # ignored only by a pipeline without an ASR stage
 
 # (path in the GA shape, path in the beta shape, asks for something when, why it is ignored)
 Rule = tuple[str, str | None, Callable[[Any], bool], str]
 RULES: list[Rule] = [
-    ("audio.input.transcription", "input_audio_transcription", lambda v: v is not None, NO_ASR),
+    (TRANSCRIPTION, "input_audio_transcription", lambda v: v is not None, NO_ASR),
     ("tools", None, lambda v: v not in (None, []), "this model calls no tools"),
     ("tool_choice", None, lambda v: v not in (None, "auto", "none"), "this model calls no tools"),
     ("audio.input.noise_reduction", "input_audio_noise_reduction", lambda v: v is not None,
@@ -41,7 +42,7 @@ def ignored_settings(session: dict, transcribes: bool = False) -> list[tuple[str
     (`transcribes`: the pipeline has an ASR stage)."""
     found = []
     for ga_path, beta_path, asks, why in RULES:
-        if why == NO_ASR and transcribes:
+        if ga_path == TRANSCRIPTION and transcribes:
             continue
         for path in (ga_path, beta_path):
             present, value = _lookup(session, path)

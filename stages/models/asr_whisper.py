@@ -29,7 +29,7 @@ class WhisperConfig:
     2-core machine; float32 is slower). `beam_size`: 1 decodes greedily (5 mends some
     words and breaks others on the shipped clips). `partial_every_s`: how much new speech
     a partial transcript waits for (null: final transcripts only); the orchestrator hands
-    it to each TranscriptionRequest.
+    it to each ASRRequest.
     """
 
     compute_type: str = "int8"

@@ -53,6 +53,18 @@ def test_a_wrong_turn_detection_refuses_the_whole_update(detection, param):
     assert turn_taking.kind == "server_vad"
 
 
+@pytest.mark.parametrize("transcription, param", [
+    ("whisper-1", "session.audio.input.transcription"),
+    ({"model": 1}, "session.audio.input.transcription.model"),
+])
+def test_a_wrong_transcription_setting_refuses_the_whole_update(transcription, param):
+    events, turn_taking = update({"instructions": "Be brief.", "audio": {"input": {
+        "transcription": transcription, "turn_detection": {"type": "semantic_vad"}}}})
+    assert [e["type"] for e in events] == ["error"]
+    assert events[0]["error"]["param"] == param and events[0]["error"]["code"] == "invalid_type"
+    assert turn_taking.kind == "server_vad"
+
+
 def test_unsupported_settings_are_ignored_the_rest_applied_and_one_error_names_them():
     events, turn_taking = update({"instructions": "Be brief.", "tools": [{"type": "function", "name": "f"}],
                                   "tracing": "auto", "audio": {"input": {
