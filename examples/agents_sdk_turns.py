@@ -5,9 +5,9 @@ a spoken turn, a text turn and a barge-in.
     python examples/agents_sdk_turns.py ws://127.0.0.1:8000/v1/realtime [--api-key KEY]
 
 Prints one JSON object: each turn's response status, the server events seen, every error event, and every
-server event the SDK failed to parse. LiveServe has no speech recognition stage, so the SDK's default
-transcription setting is answered, after session.updated, by one error naming
-session.audio.input.transcription; the rest of the settings apply and the session goes on.
+server event the SDK failed to parse. Against the embedded default (the voice agent) every default setting
+is taken: its ASR stage transcribes the user's speech, 'ash' names the one voice, and tracing 'auto' keeps
+the session's traces where the server keeps traces (runtime.trace_dir).
 """
 
 from __future__ import annotations

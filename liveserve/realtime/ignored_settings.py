@@ -14,6 +14,8 @@ from typing import Any
 from liveserve.realtime.errors import RealtimeError, shown
 
 VOICE = "alloy"  # the name of the one voice every pipeline speaks with (tiny-omni's, or the TTS stage's)
+VOICES = ("alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar")  # OpenAI's
+# built-in voice names: each is answered by the one voice, so a client's default voice is no error
 NO_ASR = ("input audio transcription is not available: this pipeline has no speech recognition stage, so no "
           "transcription events will come")
 CODE = "parameter_ignored"
@@ -27,9 +29,9 @@ RULES: list[Rule] = [
     ("tool_choice", None, lambda v: v not in (None, "auto", "none"), "this model calls no tools"),
     ("audio.input.noise_reduction", "input_audio_noise_reduction", lambda v: v is not None,
      "input audio is not filtered"),
-    ("audio.output.voice", "voice", lambda v: v not in (None, VOICE), f"this server speaks with one voice, {VOICE!r}"),
+    ("audio.output.voice", "voice", lambda v: v is not None and v not in VOICES,
+     "this server speaks with one voice, named by any of OpenAI's built-in voice names"),
     ("audio.output.speed", "speed", lambda v: v not in (None, 1, 1.0), "replies are spoken at speed 1.0"),
-    ("tracing", None, lambda v: v is not None, "traces go to runtime.trace_dir, not to a tracing service"),
     ("prompt", None, lambda v: v is not None, "stored prompts are not available; use instructions"),
     ("include", None, lambda v: v not in (None, []), "no extra output fields are available"),
     ("truncation", None, lambda v: v not in (None, "auto"), "the context is managed by the server"),

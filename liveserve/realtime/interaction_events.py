@@ -91,7 +91,7 @@ def _response_ended(session: RealtimeSession, event: ResponseEnded) -> None:
             session=session.session_id, requests=event.request_ids, status=status,
             turn_end=stream.turn_end, first_audio=stream.first_audio_at, done=event.ended_at,
             text_tokens=event.done.usage.text_tokens, codec_frames=event.done.usage.codec_frames,
-            audio_ms=stream.item.audio_ms)
+            audio_ms=stream.item.audio_ms, tracing=session.settings.tracing)
 
 
 def _item_truncated(session: RealtimeSession, event: ItemTruncated) -> None:

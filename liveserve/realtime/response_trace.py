@@ -9,7 +9,8 @@ from pathlib import Path
 class ResponseTrace:
     """Appends each ended response: its session, its request ids by stage (as in the stage traces), the
     clock times (time.monotonic) of the end of the user's turn, the first audio sent and the
-    end, and what it produced. Each line is flushed as written."""
+    end, what it produced, and the session's tracing setting (a client's workflow name, group id and
+    metadata: how this server keeps a client's traces). Each line is flushed as written."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

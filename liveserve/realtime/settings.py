@@ -7,13 +7,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from liveserve.realtime.errors import require, shown
-from liveserve.realtime.ignored_settings import VOICE
+from liveserve.realtime.ignored_settings import VOICE, VOICES
 from liveserve.realtime.turn_detection import (
     ServerVAD, TurnDetection, parse_turn_detection, turn_detection_json, turn_taking_of,
 )
 from orchestrator.events import TurnRequest
 from orchestrator.turn_taking import TurnTaking
 
+TRACING_FIELDS = ("workflow_name", "group_id", "metadata")
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
 INPUT_RATE = 24000
 
@@ -30,6 +31,8 @@ class SessionSettings:
     max_output_tokens: int | None = None
     temperature: float | None = None
     transcription: dict | None = None  # input audio transcription as asked (None: off), where there is an ASR stage
+    voice: str = VOICE  # the built-in voice name asked for; the pipeline's one voice speaks whichever it is
+    tracing: str | dict | None = None  # "auto" or {workflow_name, group_id, metadata}: kept with each response's trace
 
 
 def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
@@ -48,6 +51,10 @@ def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
     _check_formats(session, input_audio, output_audio)
     voice = output_audio.get("voice", session.get("voice"))
     require(voice is None or isinstance(voice, str), "invalid_type", "voice must be a string", "session.audio.output.voice")
+    if voice in VOICES:
+        changes["voice"] = voice
+    if "tracing" in session:
+        changes["tracing"] = _tracing(session["tracing"], settings.tracing)
     if "turn_detection" in input_audio or "turn_detection" in session:
         detection = input_audio["turn_detection"] if "turn_detection" in input_audio else session["turn_detection"]
         changes["turn_detection"] = parse_turn_detection(detection, settings.turn_detection)
@@ -94,6 +101,20 @@ def _check_formats(session: dict, input_audio: dict, output_audio: dict) -> None
     for key in ("input_audio_format", "output_audio_format"):
         if key in session:
             require(session[key] == "pcm16", "unsupported_format", f"only pcm16 is supported, got {shown(session[key])}", f"session.{key}")
+
+
+def _tracing(value: Any, current: str | dict | None) -> str | dict | None:
+    """Tracing: null, "auto" or an object of a workflow name, a group id (strings) and metadata; as in
+    OpenAI's API it cannot be changed once on."""
+    param = "session.tracing"
+    require(value is None or value == "auto" or isinstance(value, dict), "invalid_type",
+            'tracing must be "auto", an object or null', param)
+    for key, field in (value.items() if isinstance(value, dict) else ()):
+        require(key in TRACING_FIELDS, "invalid_value", f"unknown tracing field {key!r}", f"{param}.{key}")
+        require(key == "metadata" or field is None or isinstance(field, str), "invalid_type",
+                f"tracing.{key} must be a string", f"{param}.{key}")
+    require(current is None or value == current, "invalid_value", "tracing cannot be changed once it is on", param)
+    return value
 
 
 def _max_tokens(value: Any, where: str) -> int | None:
@@ -143,9 +164,9 @@ def ga_session(session_id: str, s: SessionSettings) -> dict:
         "audio": {
             "input": {"format": pcm, "transcription": s.transcription, "noise_reduction": None,
                       "turn_detection": turn_detection_json(s.turn_detection)},
-            "output": {"format": pcm, "voice": VOICE, "speed": 1.0},
+            "output": {"format": pcm, "voice": s.voice, "speed": 1.0},
         },
-        "tools": [], "tool_choice": "auto", "tracing": None, "prompt": None, "include": None,
+        "tools": [], "tool_choice": "auto", "tracing": s.tracing, "prompt": None, "include": None,
         "max_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
     }
 
@@ -154,7 +175,7 @@ def beta_session(session_id: str, s: SessionSettings) -> dict:
     return {
         "id": session_id, "object": "realtime.session", "model": s.model,
         "modalities": sorted(set(s.output_modalities) | {"text"}), "instructions": s.instructions,
-        "voice": VOICE, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
+        "voice": s.voice, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
         "input_audio_transcription": s.transcription, "turn_detection": turn_detection_json(s.turn_detection),
         "tools": [], "tool_choice": "auto", "temperature": 0.8 if s.temperature is None else s.temperature,
         "max_response_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,

@@ -254,11 +254,14 @@ def test_traces_line_up_each_response_with_the_steps_of_its_stages(server):
         async with connect(server) as ws:
             client = Client(ws)
             await client.next("session.created")
+            await client.send("session.update", session={"tracing": {"workflow_name": "trace-test"}})
+            await client.next("session.updated")
             await client.ask("Count to three.", max_output_tokens=4)
             await client.next("response.done", timeout=120)
 
     run(reply())
     response = json.loads((server.trace_dir / "responses.jsonl").read_text().splitlines()[-1])
+    assert response["tracing"] == {"workflow_name": "trace-test"}  # the client's tracing setting is kept with it
     steps = {stage: [json.loads(line) for line in (server.trace_dir / f"{stage}.jsonl").read_text().splitlines()]
              for stage in ("thinker", "talker", "vocoder")}
 

@@ -67,18 +67,49 @@ def test_a_wrong_transcription_setting_refuses_the_whole_update(transcription, p
 
 def test_unsupported_settings_are_ignored_the_rest_applied_and_one_error_names_them():
     events, turn_taking = update({"instructions": "Be brief.", "tools": [{"type": "function", "name": "f"}],
-                                  "tracing": "auto", "audio": {"input": {
+                                  "audio": {"input": {
                                       "noise_reduction": {"type": "near_field"},
                                       "turn_detection": {"type": "semantic_vad", "eagerness": "high"}},
-                                      "output": {"voice": "marin"}}})
+                                      "output": {"voice": "my-cloned-voice"}}})
     assert [e["type"] for e in events] == ["session.updated", "error"]
     session, error = events[0]["session"], events[1]["error"]
     assert session["instructions"] == "Be brief." and turn_taking.eagerness == "high"
     assert session["audio"]["output"]["voice"] == "alloy" and session["tools"] == []  # what is in effect
     assert error["code"] == "parameter_ignored" and error["param"] == "session.tools"
-    for named in ("session.tools", "session.tracing", "session.audio.input.noise_reduction",
-                  "session.audio.output.voice"):
+    for named in ("session.tools", "session.audio.input.noise_reduction", "session.audio.output.voice"):
         assert named in error["message"]
+
+
+@pytest.mark.parametrize("beta", [False, True])
+def test_openai_voice_names_and_tracing_are_taken_and_echoed(beta):
+    voice = {"voice": "ash"} if beta else {"audio": {"output": {"voice": "ash"}}}
+    events, _ = update({**voice, "tracing": {"workflow_name": "support", "metadata": {"team": 3}}}, beta=beta)
+    assert [e["type"] for e in events] == ["session.updated"]
+    session = events[0]["session"]
+    assert (session["voice"] if beta else session["audio"]["output"]["voice"]) == "ash"
+    assert beta or session["tracing"] == {"workflow_name": "support", "metadata": {"team": 3}}
+
+
+@pytest.mark.parametrize("tracing, code, param", [
+    (3, "invalid_type", "session.tracing"),
+    ({"workflow": "x"}, "invalid_value", "session.tracing.workflow"),
+    ({"group_id": 7}, "invalid_type", "session.tracing.group_id"),
+])
+def test_a_wrong_tracing_setting_refuses_the_update(tracing, code, param):
+    events, _ = update({"instructions": "Be brief.", "tracing": tracing})
+    assert [(e["type"], e["error"]["code"], e["error"]["param"]) for e in events] == [("error", code, param)]
+
+
+def test_tracing_cannot_be_changed_once_on():
+    async def scenario():
+        async with InteractionHarness(tiny_pipeline()) as h:
+            await h.client("session.update", session={"tracing": "auto"})
+            await h.client("session.update", session={"tracing": "auto", "instructions": "Be brief."})
+            await h.client("session.update", session={"tracing": {"workflow_name": "other"}})
+            return [e["type"] for e in h.events[1:]], h.events[-1]
+    types, last = asyncio.run(scenario())
+    assert types == ["session.updated", "session.updated", "error"]
+    assert last["error"]["param"] == "session.tracing" and "once it is on" in last["error"]["message"]
 
 
 def test_input_transcription_is_named_as_unavailable_and_the_rest_applied():
