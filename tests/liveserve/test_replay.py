@@ -18,6 +18,7 @@ from liveserve.cli import main
 from realtime_harness import fixture_pcm16, small_config
 from stages.models.tokenizer import TextTokenizer
 
+OMNI_KINDS = ("encoder", "thinker", "talker", "vocoder")
 MS_PER_TOKEN = 240.0  # tiny-omni: 3 codec frames of 80 ms per text token
 
 SHAREGPT = [
@@ -88,7 +89,7 @@ def test_cli_starts_a_fresh_server_per_run_and_writes_the_result(tmp_path, capsy
     result = json.loads(out.read_text())
     assert result["num_completed"] == 3 and len(result["requests"]) == 3
     assert result["config"]["preset"] == "fcfs scheduling, no KV offload"
-    applied = [*map(str, PRESETS["fcfs-nooffload"].overrides), "stages.thinker.kv.num_blocks=1536"]
+    applied = [*map(str, PRESETS["fcfs-nooffload"].overrides(OMNI_KINDS)), "stages.thinker.kv.num_blocks=1536"]
     assert result["config"]["server_overrides"] == applied and result["config"]["overrides"] == applied[-1:]
     assert result["kv"]["preemptions"] == 0.0 and result["kv"]["peak_device_blocks"] > 0
     by_stage = result["kv"]["peak_device_blocks_by_stage"]

@@ -13,7 +13,7 @@ from liveserve.bench.replay.plan import load_requests, plan_sessions
 from liveserve.bench.replay.presets import PRESETS, PresetUnavailable, derive_config
 from liveserve.bench.replay.server_figures import kv_figures
 from liveserve.bench.workloads import WorkloadRequest
-from liveserve.config import lab_config_path, load_config, read_config_data
+from liveserve.config import lab_config_path, load_config, read_config_data, shipped_configs
 from stages.models.tokenizer import TextTokenizer
 
 TOKENIZER = TextTokenizer.default()
@@ -161,3 +161,12 @@ def test_the_shipped_configs_are_the_lab_config_served_by_a_preset(shipped, pres
     source = lab_config_path()
     _, derived = derive_config(preset, read_config_data(source), source)
     assert dataclasses.replace(load_config(shipped), source=derived.source) == derived
+
+
+def test_presets_set_the_stages_of_the_configs_own_graph():
+    source = shipped_configs()["voice-cpu"]
+    raw, config = derive_config("fcfs-lru", read_config_data(source), source)
+    assert {kind: raw["stages"][kind]["scheduler"]["policy"] for kind in raw["stages"]} == {
+        "asr": "fcfs", "thinker": "fcfs", "tts": "fcfs"}
+    assert raw["stages"]["thinker"]["kv"]["eviction"] == "lru" and "kv" not in raw["stages"]["tts"]
+    assert config.pipeline.tts.scheduler.policy == "fcfs"

@@ -1,7 +1,8 @@
 """Policy presets: which scheduler and KV residency a benchmarked server runs with.
 
-A preset is a list of `--set` overrides of every stage it concerns, applied to the
-run's config. Whether this build has a preset's components is decided by the config
+A preset is a list of `--set` overrides of every stage of the run's config it concerns:
+the scheduler of each stage in the config's graph, the KV residency of its thinker and
+talker (where it has them). Whether this build has a preset's components is decided by the config
 loader itself: the derived config must validate (an unknown scheduling policy or KV
 field is refused there), so a preset needing a component that does not exist yet is
 reported, never run as something else.
@@ -27,8 +28,7 @@ from liveserve.config import LiveServeConfig, parse_config
 from liveserve.config_document import Override, apply_overrides
 from liveserve.config_reader import ConfigError
 
-SCHEDULED_STAGES = ("encoder", "thinker", "talker", "vocoder")
-KV_STAGES = ("thinker", "talker")
+KV_STAGES = ("thinker", "talker")  # the stages with paged KV, where a graph has them
 IDLE_OFFLOAD_S = 1.0  # liveserve-idle: dormant KV not needed within this leaves the device, pressure or not
 
 
@@ -40,12 +40,12 @@ class Preset:
     preload: bool = False
     idle_offload_s: float | None = None
 
-    @property
-    def overrides(self) -> tuple[Override, ...]:
-        """The settings this preset makes, stage by stage."""
+    def overrides(self, stage_kinds: tuple[str, ...]) -> tuple[Override, ...]:
+        """The settings this preset makes, stage by stage, for a graph of `stage_kinds`."""
         kv = {"eviction": self.eviction, "preload": self.preload, "idle_offload_s": self.idle_offload_s}
-        return (*(Override(("stages", kind, "scheduler", "policy"), self.scheduler) for kind in SCHEDULED_STAGES),
-                *(Override(("stages", kind, "kv", key), value) for kind in KV_STAGES for key, value in kv.items()))
+        return (*(Override(("stages", kind, "scheduler", "policy"), self.scheduler) for kind in stage_kinds),
+                *(Override(("stages", kind, "kv", key), value)
+                  for kind in KV_STAGES if kind in stage_kinds for key, value in kv.items()))
 
     @property
     def components(self) -> str:
@@ -73,16 +73,25 @@ class PresetUnavailable(ValueError):
     """A preset that is unknown, or whose components this build does not have."""
 
 
+def preset_overrides(name: str, data: object, source: Path) -> tuple[Override, ...]:
+    """Preset `name`'s settings for the stages of raw config `data` (ConfigError if it is invalid)."""
+    return _preset(name).overrides(parse_config(data, source).pipeline.graph.kinds)
+
+
 def derive_config(name: str, data: object, source: Path) -> tuple[dict, LiveServeConfig]:
     """The raw and validated config of preset `name` applied to raw config `data`."""
-    preset = PRESETS.get(name)
-    if preset is None:
-        raise PresetUnavailable(f"unknown policy preset {name!r}; presets: {', '.join(PRESETS)}")
-    derived = apply_overrides(data, preset.overrides)
+    preset = _preset(name)
     try:
+        derived = apply_overrides(data, preset_overrides(name, data, source))
         return derived, parse_config(derived, source)
     except ConfigError as exc:
         raise PresetUnavailable(
             f"policy preset {name!r} ({preset.components}) cannot run here: the server refuses the config "
             f"it derives ({exc})"
         ) from None
+
+
+def _preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise PresetUnavailable(f"unknown policy preset {name!r}; presets: {', '.join(PRESETS)}")
+    return PRESETS[name]

@@ -13,7 +13,7 @@ from liveserve.bench.arrivals import dispatch
 from liveserve.bench.metrics import RequestMetrics
 from liveserve.bench.replay.options import ReplayOptions
 from liveserve.bench.replay.plan import PlannedSession, PlannedTurn, load_requests, plan_sessions
-from liveserve.bench.replay.presets import PRESETS, derive_config
+from liveserve.bench.replay.presets import PRESETS, derive_config, preset_overrides
 from liveserve.bench.replay.server_figures import kv_figures
 from liveserve.bench.replay.session_runner import SessionSetup, run_session
 from liveserve.bench.result_json import build_result, options_json
@@ -27,6 +27,7 @@ from liveserve.realtime_client.clips import BARGE_IN_CLIP, clip_path
 from stages.models.tokenizer import TextTokenizer
 
 WARMUP = WorkloadRequest("warmup", " Hello there.", 3, 4)
+TTS_MS_PER_TOKEN = 250.0  # Piper's voice says SmolLM2's text at about this rate (96-token replies: ~24 s)
 
 
 def run_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> dict[str, Any]:
@@ -76,7 +77,8 @@ def check_preset(options: ReplayOptions) -> None:
 
 def server_overrides(options: ReplayOptions) -> tuple[Override, ...]:
     """What a fresh server's config gets, in order: the `policy` preset's settings, then `--set`'s."""
-    return (*PRESETS[options.policy].overrides, *options.overrides)
+    source = resolve_config_path(options.config, LAB_CONFIG)
+    return (*preset_overrides(options.policy, read_config_data(source), source), *options.overrides)
 
 
 def _target_ms_per_token(target: ServerTarget) -> float | None:
@@ -84,7 +86,10 @@ def _target_ms_per_token(target: ServerTarget) -> float | None:
 
 
 def audio_ms_per_token(config: LiveServeConfig) -> float:
-    """Reply audio per thinker text token: frames per token x the vocoder's frame duration."""
+    """Reply audio per thinker text token: through a TTS stage, its measured speaking rate; through a
+    talker, frames per token x the vocoder's frame duration."""
+    if config.pipeline.tts is not None:
+        return TTS_MS_PER_TOKEN
     vocoder = config.pipeline.vocoder.model
     return config.pipeline.talker.model.frames_per_token * vocoder.samples_per_frame * 1000 / vocoder.sample_rate
 
