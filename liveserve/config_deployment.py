@@ -51,12 +51,8 @@ def parse_gpus(text: str, where: str) -> GPUNode:
 
 
 def require_runnable(deployments: tuple[StageDeployment, ...]) -> None:
-    """What this build serves: one engine per stage, on the CPU; more is planned (`liveserve plan`), not run."""
+    """What this build serves: replicas on the CPU; a stage on GPUs is planned (`liveserve plan`), not run."""
     for deployment in deployments:
         if deployment.on_gpus:
             raise ConfigError(f"stages.{deployment.stage}.devices: this build computes on the CPU and has no GPU "
                               "backend yet; a config with GPUs is for `liveserve plan`")
-    for deployment in deployments:
-        if deployment.replicas > 1:
-            raise ConfigError(f"stages.{deployment.stage}.replicas: this build serves one engine per stage; "
-                              "a config with replicas is for `liveserve plan`")
