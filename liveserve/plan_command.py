@@ -28,8 +28,7 @@ def plan(config: LiveServeConfig, node: GPUNode) -> tuple[ReplicaPlacement, ...]
     try:
         return plan_placement(config.pipeline.stages, deployments, node)
     except PlanError as exc:
-        where = f"runtime.gpus (or --gpus {node})" if exc.field == "node" else f"stages.{exc.stage}.{exc.field}"
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"stages.{exc.stage}.{exc.field}: {exc}") from None
 
 
 def format_plan(config: LiveServeConfig, node: GPUNode, placements: tuple[ReplicaPlacement, ...]) -> str:
