@@ -15,6 +15,7 @@ from pathlib import Path
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
 from liveserve.config import check_checkpoints, load_config
 from liveserve.command_runner import run_command
+from liveserve.config_deployment import require_runnable
 from liveserve.config_document import add_override_argument
 from liveserve.config_server import require_auth
 from liveserve.config_reader import ConfigError
@@ -60,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument("--max-output-tokens", type=int, help="cap on each reply's text tokens")
     client.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     client.set_defaults(handler=_cmd_client)
+    plan = commands.add_parser("plan", help="where the config's stage replicas go on a node, and their memory")
+    plan.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: voice-cpu)")
+    add_override_argument(plan, "stages.thinker.replicas=2")
+    plan.add_argument("--gpus", help="the node's GPUs, COUNTxSIZEGB (default: the config's runtime.gpus, else none)")
+    plan.set_defaults(handler=_cmd_plan)
     commands.add_parser("bench", help="benchmarks: engine, replay, sweep, duplex (liveserve bench --help)",
                         add_help=False)  # listed here; `main` hands `bench ...` to liveserve.bench.cli
     return parser
@@ -74,6 +80,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be positive, got {args.max_tokens}")
     config = load_config(args.config, args.overrides)
+    require_runnable(config.deployments)
     if (args.out is not None) != config.pipeline.graph.speaks:
         raise ConfigError("--out: required, the pipeline speaks" if args.out is None else
                           "--out: this pipeline makes no audio (its graph has no reply path); leave --out out")
@@ -104,12 +111,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from liveserve.realtime.server import create_app
 
     config = load_config(args.config, args.overrides)
+    require_runnable(config.deployments)
     check_checkpoints(config)
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
     host, port = args.host or config.server.host, config.server.port if args.port is None else args.port
     require_auth(config.server, host)
     uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, ws_max_size=32 * 1024 * 1024)
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from liveserve.plan_command import plan_command
+
+    print(plan_command(args.config, args.overrides, args.gpus))
     return 0
 
 

@@ -9,11 +9,13 @@ from importlib.resources import files
 from pathlib import Path
 
 from liveserve.admission import AdmissionConfig
+from liveserve.config_deployment import read_deployment
 from liveserve.config_document import Override, apply_overrides, read_document
 from liveserve.config_pipeline import DECODERS, read_graph, read_models, require_absent
 from liveserve.config_reader import ConfigError, Section, build
 from liveserve.config_server import ServerConfig, read_server
 from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
+from orchestrator.deployment import GPU_FORMAT, NO_GPUS, GPUNode, StageDeployment
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import PACKAGED, KVSpec, StageSpec, check_weights
 from stages.kinds import StageKind
@@ -32,17 +34,25 @@ class RuntimeConfig:
     """`placement`: each stage engine in a process of its own ("processes"), or all on threads of the
     server's process ("threads", where they share one interpreter lock). `trace_dir`: where each stage
     writes its step timeline (`<stage>.jsonl`) and the server one line per response (`responses.jsonl`),
-    for finding where a turn waits; None: no trace."""
+    for finding where a turn waits; None: no trace. `gpus`: the node the config is written for
+    (`8x141GB`), which `liveserve plan` plans on unless told otherwise; None: a node without GPUs."""
 
     torch_threads: int = 2
     placement: str = "processes"
     trace_dir: Path | None = None
+    gpus: str | None = None
 
     def __post_init__(self) -> None:
         if self.torch_threads <= 0:
             raise ValueError(f"torch_threads must be positive, got {self.torch_threads}")
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if self.gpus is not None and not GPU_FORMAT.fullmatch(str(self.gpus)):
+            raise ValueError(f"gpus must be COUNTxSIZEGB, e.g. 8x141GB, got {self.gpus!r}")
+
+    @property
+    def node(self) -> GPUNode:
+        return NO_GPUS if self.gpus is None else GPUNode.parse(self.gpus)
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class LiveServeConfig:
     server: ServerConfig
     source: str
     admission: AdmissionConfig = AdmissionConfig()
+    deployments: tuple[StageDeployment, ...] = ()  # one per stage of the graph, in the pipeline's order
 
     @property
     def duplex(self) -> DuplexConfig:
@@ -141,7 +152,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     model.finish()
     runtime = root.section("runtime").fill(RuntimeConfig)
     stages = root.section("stages")
-    specs, sampling = {}, {}
+    specs, sampling, deployments = {}, {}, {}
     for kind in StageKind:
         section = stages.section(kind)
         if kind not in graph.kinds:
@@ -155,6 +166,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
                                   thinker_gguf, trace)
         if kind in DECODERS:
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
+        deployments[kind] = read_deployment(section, kind.value)
         section.finish()
     stages.finish()
     pipeline = build(
@@ -165,7 +177,8 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     )
     server = read_server(root.section("server"))
     admission = _read_admission(root.section("admission"), server)
-    return LiveServeConfig(name, pipeline, runtime, server, str(source), admission)
+    return LiveServeConfig(name, pipeline, runtime, server, str(source), admission,
+                           tuple(deployments[kind] for kind in graph.kinds))
 
 
 def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:

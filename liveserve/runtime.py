@@ -7,15 +7,20 @@ import gc
 import torch
 
 from liveserve.config import RuntimeConfig
+from liveserve.config_deployment import require_runnable
+from orchestrator.deployment import StageDeployment
 from orchestrator.placement import LocalPlacement, Placement
 from orchestrator.process_placement import ProcessPlacement
+from orchestrator.replicated_placement import ReplicatedPlacement
 
 
-def make_placement(runtime: RuntimeConfig) -> Placement:
-    """Where the stage engines run (`runtime.placement`)."""
-    if runtime.placement == "processes":
-        return ProcessPlacement(runtime.torch_threads)
-    return LocalPlacement()
+def make_placement(runtime: RuntimeConfig, deployments: tuple[StageDeployment, ...] = ()) -> Placement:
+    """Where the stage engines run (`runtime.placement`), as many of each as its deployment's `replicas`;
+    a ConfigError naming the field for what this build cannot run (a stage on GPUs)."""
+    require_runnable(deployments)
+    placement = ProcessPlacement(runtime.torch_threads) if runtime.placement == "processes" else LocalPlacement()
+    replicas = {deployment.stage: deployment.replicas for deployment in deployments if deployment.replicas > 1}
+    return ReplicatedPlacement(placement, replicas) if replicas else placement
 
 
 def configure_torch(runtime: RuntimeConfig) -> None:

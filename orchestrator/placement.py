@@ -1,5 +1,5 @@
-"""Where stage engines run: threads of this process here, processes of their own in process_placement;
-other placements (replicas, Ray) plug in the same way."""
+"""Where stage engines run: threads of this process here, processes of their own in process_placement,
+several replicas of a stage through either in replicated_placement."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class StageHandle(Protocol):
 class Placement(ABC):
     """Starts one engine per stage spec and stops them.
 
-    Contract: `start` returns a handle per stage kind; `submit` and `submit_all` are
+    Contract: `start` returns a handle per stage spec, by its name; `submit` and `submit_all` are
     thread-safe and never block on model work; outputs reach `sink(kind, outputs)` on an engine
     thread, in the order each engine produced them. `stop` ends every engine.
     """
@@ -62,7 +62,7 @@ class LocalPlacement(Placement):
             engine = build_engine(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, device)
             engine.start()
             self._engines.append(engine)
-            handles[spec.kind] = engine
+            handles[spec.name] = engine
         return handles
 
     def stop(self) -> None:

@@ -78,7 +78,7 @@ class ProcessPlacement(Placement):
                 handle = StageProcess(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), self, self._on_death)
                 handle.attach(*self._spawn(spec.name))
                 self._handles.append(handle)
-                handles[spec.kind] = handle
+                handles[spec.name] = handle
             for handle in self._handles:
                 handle.wait_started()
                 handle.mark_up()

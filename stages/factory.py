@@ -208,6 +208,16 @@ def decoder_of(spec: StageSpec) -> DecoderConfig:
     return spec.model.decoder if isinstance(spec.model, TalkerConfig) else spec.model
 
 
+def num_parameters(spec: StageSpec) -> int | None:
+    """How many weights the stage's model has (built on the meta device, which holds no data); None for a
+    model loaded from its package, whose size this build does not know before loading it."""
+    if spec.kind in PACKAGED:
+        return None
+    with torch.device("meta"):
+        model = MODELS[spec.kind](spec.model)
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
 def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
                  view: InteractionView | None = None, device: SharedDevice | None = None) -> StageEngine:
     """The stage's engine; its scheduler reads playback telemetry from `view` (None: none) and shares

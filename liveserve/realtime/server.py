@@ -45,7 +45,7 @@ class RealtimeServer:
     def __init__(self, config: LiveServeConfig) -> None:
         self.config = config
         self.api_keys = ApiKeys(config.server.api_keys)
-        self.orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime))
+        self.orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime, config.deployments))
         self.metrics = ServerMetrics(self.orch.status)
         self.sessions: set[RealtimeSession] = set()
         self.gate = make_admission(config.admission, config.duplex.frame_ms / 1000, config.server.max_sessions)
