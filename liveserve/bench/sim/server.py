@@ -21,7 +21,8 @@ SIM_URL = "sim://liveserve/v1/realtime"
 
 @dataclass(frozen=True)
 class SimulatedConfig:
-    """The served config of a simulation: the file, the run's overrides, then the spec's and its KV pools'."""
+    """The served config of a simulation: the file, the spec's overrides, the run's, then the KV pools the
+    spec sizes to its devices' memory (those the run's overrides do not size)."""
 
     served: ServedConfig
     spec: SimSpec
@@ -29,7 +30,8 @@ class SimulatedConfig:
     @classmethod
     def load(cls, config, overrides: Sequence[Override], spec: SimSpec) -> SimulatedConfig:
         first = ServedConfig.load(config, (*spec.overrides, *overrides))
-        kv = spec.kv_overrides(first.config.pipeline)
+        given = {override.key for override in overrides}
+        kv = tuple(o for o in spec.kv_overrides(first.config.pipeline) if o.key not in given)
         return cls(ServedConfig.load(config, (*spec.overrides, *overrides, *kv)), spec)
 
     @property
