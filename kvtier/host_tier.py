@@ -24,7 +24,8 @@ class HostTier:
     def __init__(self, device: KVPoolConfig, config: HostTierConfig) -> None:
         self.config = config
         self.pool = BlockPool(config.num_blocks)
-        self.cache = KVCache(replace(device, num_blocks=config.num_blocks, device="cpu"),
+        where = "meta" if device.device == "meta" else "cpu"  # a meta pool (shapes, no bytes) has a meta host tier
+        self.cache = KVCache(replace(device, num_blocks=config.num_blocks, device=where),
                              pin_memory=device.device.startswith("cuda"))
         self.droppable: VictimHeap[SequenceKV] = VictimHeap()
 

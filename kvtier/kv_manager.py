@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Hashable
 
+from kvtier.block_copier import BlockCopier
 from kvtier.block_pool import BlockPool
 from kvtier.block_table import BlockTable
 from kvtier.config import HostTierConfig, KVPoolConfig
@@ -60,12 +61,13 @@ class KVCacheManager:
     Threads: every method runs on the engine thread; a worker copies bytes, and
     `on_transfer_done` is called on its thread after each transfer. `transfer_mode`
     "inline" runs no transfer until `tier.worker.run_chunk()`/`run_all()` is called
-    (deterministic tests); the default "thread" runs them as they come.
+    (deterministic tests, a simulation's virtual clock); the default "thread" runs them as they come.
+    `copier_type` moves the bytes (a simulation's moves none and reports its link's time).
     """
 
     def __init__(self, config: KVPoolConfig, host: HostTierConfig | None = None, eviction: str = "none",
                  clock: Callable[[], float] = time.monotonic, on_transfer_done: Callable[[], None] | None = None,
-                 transfer_mode: str = "thread") -> None:
+                 transfer_mode: str = "thread", copier_type: type[BlockCopier] = BlockCopier) -> None:
         policy = EVICTION_POLICIES.make(eviction)
         if (policy is None) != (host is None):
             need = "takes no host tier" if policy is None else "needs a host tier (HostTierConfig)"
@@ -78,7 +80,7 @@ class KVCacheManager:
         self._seqs: dict[Hashable, SequenceKV] = {}
         self._num_created = 0
         self.tier: KVTier = DeviceOnlyTier() if host is None else Offloader(
-            self.pool, self.cache, host, policy, clock, transfer_mode, on_transfer_done)
+            self.pool, self.cache, host, policy, clock, transfer_mode, on_transfer_done, copier_type)
 
     @property
     def num_free_blocks(self) -> int:

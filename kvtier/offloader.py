@@ -43,11 +43,11 @@ class Offloader(KVTier):
 
     def __init__(self, device_pool: BlockPool, device_cache: KVCache, config: HostTierConfig,
                  policy: EvictionPolicy, clock: Callable[[], float], transfer_mode: str = "thread",
-                 on_transfer_done: Callable[[], None] | None = None) -> None:
+                 on_transfer_done: Callable[[], None] | None = None, copier_type: type[BlockCopier] = BlockCopier) -> None:
         self.device_pool, self.policy, self.clock = device_pool, policy, clock
         self.host = HostTier(device_cache.config, config)
         self.bytes_per_block = device_cache.config.bytes_per_block
-        copier = BlockCopier(device_cache, self.host.cache, config.emulated_link_gbps)
+        copier = copier_type(device_cache, self.host.cache, config.emulated_link_gbps)
         self.link_gbps = copier.measure_gbps(min(4, device_pool.num_blocks, config.num_blocks))
         self.worker = TransferWorker(copier, config.chunk_blocks, transfer_mode, on_transfer_done)
         self.candidates = EvictionCandidates(policy)

@@ -65,6 +65,12 @@ class TransferWorker:
             self._queues[job.priority].remove(job)
             return True
 
+    def next_chunk_blocks(self) -> int:
+        """Blocks the next `run_chunk` would copy if nothing more urgent came first (0: no job waits)."""
+        with self._lock:
+            job = next((queue[0] for queue in self._queues if queue), None)
+            return 0 if job is None else min(self.chunk_blocks, job.num_blocks - job.num_copied)
+
     def run_chunk(self) -> bool:
         """Copy one chunk of the most urgent job; False if no job waits."""
         with self._lock:

@@ -14,7 +14,7 @@ import torch
 from stages.commands import (
     AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration, Wake,
 )
-from stages.plan import RunnerOutput, StageOutput
+from stages.plan import RunnerOutput, SchedulerPlan, StageOutput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
 from stages.step_trace import StepTrace
@@ -97,12 +97,23 @@ class StageEngine:
             self._commands.put(commands)
 
     def step(self) -> list[StageOutput]:
+        plan = self.plan_step()
+        started = time.perf_counter()
+        output = self.execute(plan)
+        return self.commit_step(plan, output, time.perf_counter() - started)
+
+    def plan_step(self) -> SchedulerPlan:
+        """A step's first part: apply the queued commands and schedule a round."""
         self._integrate_residency()
         self._apply_commands()
-        plan = self.scheduler.schedule()
-        started = time.perf_counter()
-        output = self._execute(plan) if plan.chunks else RunnerOutput({})
-        elapsed = time.perf_counter() - started
+        return self.scheduler.schedule()
+
+    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
+        """Run the plan's chunks (nothing for an empty plan)."""
+        return self._execute(plan) if plan.chunks else RunnerOutput({})
+
+    def commit_step(self, plan: SchedulerPlan, output: RunnerOutput, elapsed: float) -> list[StageOutput]:
+        """A step's last part: record it as `elapsed` seconds of execution and commit its output."""
         self._record(plan.num_tokens, len(plan.chunks), elapsed)
         if self.trace is not None:
             self.trace.record(plan.now, elapsed, plan)
@@ -212,7 +223,7 @@ class StageEngine:
         if self.num_threads is not None:
             torch.set_num_threads(self.num_threads)
         while not self._stop.is_set():
-            if self._mark_idle():
+            if self.mark_idle():
                 self._apply_commands(wait_s=IDLE_WAIT_S)
             outputs = self.step()
             if outputs:
@@ -220,7 +231,7 @@ class StageEngine:
             elif self.stats.last_batch_size == 0:  # ready work planned nothing: KV transfers or held work
                 self._apply_commands(wait_s=IDLE_WAIT_S if self.scheduler.is_waiting_on_kv else HELD_WAIT_S)
 
-    def _mark_idle(self) -> bool:
+    def mark_idle(self) -> bool:
         """True (and idle is recorded) when no command is queued and nothing is ready."""
         with self._idle_lock:
             self._is_idle = self._commands.empty() and self.scheduler.num_ready == 0

@@ -230,9 +230,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
             num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=decoder.num_layers,
             num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim,
         ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
-        residency = KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use",
-                                idle_offload_s=spec.kv.idle_offload_s, preload_at=spec.kv.preload_at,
-                                window=spec.window)
+        residency = build_residency(spec, kv, view)
         if kv.tier.link_gbps is not None:
             log.info("stage %s: %s KV eviction to %d host blocks; device-host link measured at %.1f Gbps",
                      spec.name, spec.kv.eviction, spec.kv.host.num_blocks, kv.tier.link_gbps)
@@ -241,6 +239,12 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
     engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads, trace=trace))
     return engines[0]
+
+
+def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:
+    """The scheduler's side of a stage's KV, as its spec says (preload, protection, idle offload, window)."""
+    return KVResidency(kv, view, spec.kv.preload, protect_speaking=spec.kv.eviction == "next_use",
+                       idle_offload_s=spec.kv.idle_offload_s, preload_at=spec.kv.preload_at, window=spec.window)
 
 
 def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
@@ -23,6 +24,7 @@ from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from liveserve.runtime import configure_torch, freeze_startup_objects, make_placement
 from orchestrator.orchestrator import Orchestrator
+from orchestrator.placement import Placement
 
 log = logging.getLogger(__name__)
 CLOSE_TRY_AGAIN_LATER = 1013
@@ -39,13 +41,16 @@ class RealtimeServer:
     fixed, or aimd on that latency) when a session turns duplex mode on. While `watch` runs, it
     samples the stages' KV pools into `kv_watch` and ticks the gate; sessions report each duplex
     frame's latency to `frame_done`. With `server.api_keys` set, an upgrade without one of them gets
-    HTTP 401 before any session state exists.
+    HTTP 401 before any session state exists. `placement` (default: as `runtime.placement` says) and
+    `clock` (default: time.monotonic) are a simulation's to replace.
     """
 
-    def __init__(self, config: LiveServeConfig) -> None:
-        self.config = config
+    def __init__(self, config: LiveServeConfig, placement: Placement | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.clock = config, clock
         self.api_keys = ApiKeys(config.server.api_keys)
-        self.orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime, config.deployments))
+        placement = placement or make_placement(config.runtime, config.deployments)
+        self.orch = Orchestrator(config.pipeline, placement=placement, clock=clock)
         self.metrics = ServerMetrics(self.orch.status)
         self.sessions: set[RealtimeSession] = set()
         self.gate = make_admission(config.admission, config.duplex.frame_ms / 1000, config.server.max_sessions)
@@ -88,12 +93,12 @@ class RealtimeServer:
 
     def admit_stream(self) -> int | None:
         """Whether one more duplex stream may start: None if admitted, else the gate's cap."""
-        return None if self.gate.admit(self.num_streams, time.monotonic()) else self.gate.cap
+        return None if self.gate.admit(self.num_streams, self.clock()) else self.gate.cap
 
     def frame_done(self, latency_s: float) -> None:
         """One duplex frame answered `latency_s` after it was due: export it and feed the gate."""
         self.metrics.observe_frame(latency_s)
-        self.gate.observe_frame(latency_s, time.monotonic())
+        self.gate.observe_frame(latency_s, self.clock())
 
     def sample(self, now: float) -> None:
         """Sample the stages' KV pools and run the gate's control law if its interval has passed."""
@@ -108,7 +113,7 @@ class RealtimeServer:
         """`sample` periodically until cancelled."""
         period = min(SAMPLE_PERIOD_S, self.config.admission.interval_s)
         while True:
-            self.sample(time.monotonic())
+            self.sample(self.clock())
             await asyncio.sleep(period)
 
     async def _receive_loop(self, ws: WebSocket, session: RealtimeSession) -> None:
@@ -132,7 +137,7 @@ class RealtimeServer:
                     if message["type"] == "websocket.disconnect":
                         return
                     raw = message.get("text") if message.get("text") is not None else message.get("bytes")
-                    wait_s = pacer.took(len(raw or ""), time.monotonic())
+                    wait_s = pacer.took(len(raw or ""), self.clock())
                     await session.handle(raw)
                     if wait_s:
                         await asyncio.wait({ended}, timeout=wait_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from typing import Any, Callable
 
 import numpy as np
@@ -50,14 +51,16 @@ class RealtimeClient:
       acks the final position and, if `truncate_on_barge_in`, truncates the item there.
     - With `realtime=True`, `stream_audio` never sends audio faster than the real clock,
       across calls (one mic stream per session).
+    - `connect(url)`, when given, opens the connection instead of a websocket (a simulation's
+      in-memory one: `send`, `close`, async iteration over messages).
     """
 
     def __init__(self, url: str, *, clock: Callable[[], float] = time.monotonic, ack_interval_s: float = 0.2,
                  stop_on_speech: bool = True, truncate_on_barge_in: bool = True, keep_audio: bool = True,
-                 open_timeout_s: float = 5.0) -> None:
+                 open_timeout_s: float = 5.0, connect: Callable[[str], Awaitable[Any]] | None = None) -> None:
         self.url, self.clock, self.ack_interval_s = url, clock, ack_interval_s
         self.stop_on_speech, self.truncate_on_barge_in = stop_on_speech, truncate_on_barge_in
-        self.open_timeout_s = open_timeout_s
+        self.open_timeout_s, self.connect = open_timeout_s, connect
         self.events: list[LoggedEvent] = []
         self.sent: list[LoggedEvent] = []
         self.tracker = TurnTracker(clock, keep_audio)
@@ -78,13 +81,7 @@ class RealtimeClient:
     # -- connection -------------------------------------------------------------------
 
     async def __aenter__(self) -> RealtimeClient:
-        try:
-            self._ws = await websockets.connect(self.url, open_timeout=self.open_timeout_s, max_size=None, proxy=None,
-                                               compression=None)
-        except InvalidURI as exc:
-            raise RealtimeError(f"bad realtime URL {self.url!r}: {exc}") from None
-        except (OSError, asyncio.TimeoutError, InvalidHandshake) as exc:
-            raise RealtimeError(f"cannot connect to {self.url}: {exc}") from None
+        self._ws = await self._open()
         self._tasks = [asyncio.create_task(self._receive_loop()), asyncio.create_task(self._ack_loop())]
         try:
             await self.wait_for("session.created", timeout=self.open_timeout_s)
@@ -95,6 +92,17 @@ class RealtimeClient:
             await self.close()
             raise
         return self
+
+    async def _open(self) -> Any:
+        if self.connect is not None:
+            return await self.connect(self.url)
+        try:
+            return await websockets.connect(self.url, open_timeout=self.open_timeout_s, max_size=None, proxy=None,
+                                            compression=None)
+        except InvalidURI as exc:
+            raise RealtimeError(f"bad realtime URL {self.url!r}: {exc}") from None
+        except (OSError, asyncio.TimeoutError, InvalidHandshake) as exc:
+            raise RealtimeError(f"cannot connect to {self.url}: {exc}") from None
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()

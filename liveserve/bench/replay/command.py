@@ -23,6 +23,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start a fresh server from this YAML (default: the lab's, tiny-omni-cpu)")
     server.add_argument("--policy", default="fcfs-nooffload", choices=list(PRESETS), help="policy preset of that server")
     add_override_argument(server, "stages.thinker.kv.num_blocks=256, applied after the preset")
+    server.add_argument("--simulate", metavar="SPEC",
+                        help="simulate the server in virtual time on a shipped sim spec (e.g. qwen3-omni-1xh200) "
+                             "or a spec file, instead of serving")
     workload = parser.add_argument_group("workload")
     workload.add_argument("--dataset", default="random", choices=DATASETS)
     workload.add_argument("--dataset-path", type=Path, help="the dataset file, as published")
@@ -59,7 +62,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         trace_arrivals=args.trace_arrivals, time_scale=args.time_scale, model_filter=args.model_filter,
         prompt_audio=args.prompt_audio, barge_in_prob=args.barge_in_prob, url=args.url, config=args.config,
         policy=args.policy, overrides=tuple(args.overrides), request_timeout_s=args.request_timeout,
-        audio_ms_per_token=args.audio_ms_per_token,
+        audio_ms_per_token=args.audio_ms_per_token, simulate=args.simulate,
     )
 
 
@@ -67,9 +70,11 @@ def run_replay_command(args: argparse.Namespace) -> int:
     """Exit status: 0 when every request was served, 1 when some failed, 2 for a bad
     option, workload, preset or a server that would not start or serve (one line on stderr)."""
     from liveserve.bench.replay.run import ServerUnavailable, run_replay
+    from liveserve.bench.sim.replay import run_simulated_replay
 
     try:
-        result = run_replay(options_from_args(args))
+        options = options_from_args(args)
+        result = (run_replay if options.simulate is None else run_simulated_replay)(options)
     except (ValueError, ServerStartError, ServerUnavailable, SpeechError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

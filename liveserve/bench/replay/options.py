@@ -31,7 +31,8 @@ class ReplayOptions:
     the last token). Prompts are text
     items, or speech when `prompt_audio`. With probability `barge_in_prob` a request
     is interrupted by the user speaking. `audio_ms_per_token` converts reply lengths
-    into audio durations (from the server config when None).
+    into audio durations (from the server config when None). `simulate` names a simulation spec
+    (liveserve.bench.sim): the run is simulated in virtual time instead of served.
     """
 
     dataset: str = "random"
@@ -57,6 +58,7 @@ class ReplayOptions:
     request_timeout_s: float = 600.0
     ack_interval_s: float = 0.2
     audio_ms_per_token: float | None = None
+    simulate: str | None = None
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -85,6 +87,8 @@ class ReplayOptions:
             raise ValueError("give url (a running server) or config (start one), not both")
         if self.url is not None and self.overrides:
             raise ValueError("overrides (--set) configure a fresh server; not with url (a running one)")
+        if self.url is not None and self.simulate is not None:
+            raise ValueError("simulate runs its own simulated server: not with url (a running one)")
         if self.url is not None and not is_loopback_url(self.url):
             raise ValueError(f"url must be a loopback ws:// address, got {self.url!r}")
 

@@ -45,11 +45,11 @@ def run_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> dict[str, An
         if ms_per_token is None:
             raise ConfigError("audio_ms_per_token is needed with url (the reply audio per text token, in ms)")
         sessions = plan_sessions(requests, options, ms_per_token)
-        setup = _setup(options, target.url, requests, log)
-        asyncio.run(_warm_up(setup))
+        setup = session_setup(options, target.url, requests, log)
+        asyncio.run(warm_up(setup))
         before = target.metrics() if target.is_fresh else {}
         started = time.monotonic()
-        measured = asyncio.run(_replay(sessions, setup, options.max_concurrency, log))
+        measured = asyncio.run(replay_sessions(sessions, setup, options.max_concurrency, log))
         duration_s = time.monotonic() - started
         after = target.metrics() if target.is_fresh else {}
     config = {**options_json(options), **target.description, "num_sessions": len(sessions),
@@ -94,7 +94,7 @@ def audio_ms_per_token(config: LiveServeConfig) -> float:
     return config.pipeline.talker.model.frames_per_token * vocoder.samples_per_frame * 1000 / vocoder.sample_rate
 
 
-def _setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], log: TextIO) -> SessionSetup:
+def session_setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], log: TextIO) -> SessionSetup:
     barge_in = load_pcm16(clip_path(BARGE_IN_CLIP)) if options.barge_in_prob > 0 else np.zeros(0, np.int16)
     speech = None
     if options.prompt_audio:
@@ -112,15 +112,15 @@ class ServerUnavailable(RuntimeError):
     """The server did not serve the warm-up request: nothing was measured."""
 
 
-async def _warm_up(setup: SessionSetup) -> None:
+async def warm_up(setup: SessionSetup) -> None:
     """One short request first, not measured: the server's first turn pays one-off start-up costs."""
     result, = await run_session(PlannedSession((PlannedTurn(WARMUP),), 0.0), setup)
     if result.is_failed:
         raise ServerUnavailable(f"the warm-up request to {setup.url} failed ({result.status}); nothing was measured")
 
 
-async def _replay(sessions: list[PlannedSession], setup: SessionSetup, max_concurrency: int | None,
-                  log: TextIO) -> list[RequestMetrics]:
+async def replay_sessions(sessions: list[PlannedSession], setup: SessionSetup, max_concurrency: int | None,
+                          log: TextIO) -> list[RequestMetrics]:
     done = 0
 
     async def replay_one(index: int) -> list[RequestMetrics]:

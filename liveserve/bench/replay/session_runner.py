@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,8 @@ class SessionSetup:
     """What every session of a replay shares: the server, how prompts are sent, the barge-in clip.
 
     `speech` maps a prompt's text to 24 kHz int16 speech, or is None for text prompts.
-    With `hold_until_heard` a session ends only once its last reply has been played.
+    With `hold_until_heard` a session ends only once its last reply has been played. `clock` and
+    `connect` are the client's (a simulation's virtual clock and in-memory connections).
     """
 
     url: str
@@ -32,13 +35,16 @@ class SessionSetup:
     ack_interval_s: float = 0.2
     request_timeout_s: float = 600.0
     hold_until_heard: bool = False
+    clock: Callable[[], float] = time.monotonic
+    connect: Callable[[str], Awaitable[Any]] | None = None
 
 
 async def run_session(session: PlannedSession, setup: SessionSetup) -> list[RequestMetrics]:
     """Each turn's metrics; a connection that fails marks the turns it did not finish as failed."""
     results: list[RequestMetrics] = []
     try:
-        async with RealtimeClient(setup.url, ack_interval_s=setup.ack_interval_s, keep_audio=False) as client:
+        async with RealtimeClient(setup.url, clock=setup.clock, ack_interval_s=setup.ack_interval_s, keep_audio=False,
+                                  connect=setup.connect) as client:
             await client.update_session(**_session_fields())
             turn_start = client.clock()
             for planned in session.turns:

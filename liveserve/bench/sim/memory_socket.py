@@ -1,0 +1,81 @@
+"""A realtime connection in memory: the server's end looks like Starlette's WebSocket, the client's like
+a websockets connection, as far as RealtimeServer and RealtimeClient use them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.websockets import WebSocketState
+from websockets.exceptions import ConnectionClosedOK
+
+_CLOSED = object()
+
+
+class ServerEnd:
+    """What RealtimeServer.serve_connection reads and writes."""
+
+    def __init__(self, to_client: asyncio.Queue, from_client: asyncio.Queue) -> None:
+        self.scope: dict[str, Any] = {"subprotocols": []}
+        self.headers: dict[str, str] = {}
+        self.query_params: dict[str, str] = {}
+        self.application_state = WebSocketState.CONNECTING
+        self._to_client, self._from_client = to_client, from_client
+
+    async def accept(self, subprotocol: str | None = None) -> None:
+        self.application_state = WebSocketState.CONNECTED
+
+    async def send_denial_response(self, response: Any) -> None:
+        raise RuntimeError("a simulated server takes no api keys")
+
+    async def receive(self) -> dict[str, Any]:
+        message = await self._from_client.get()
+        if message is _CLOSED:
+            return {"type": "websocket.disconnect"}
+        return {"type": "websocket.receive", "text": message}
+
+    async def send_text(self, text: str) -> None:
+        if self.application_state is not WebSocketState.DISCONNECTED:
+            self._to_client.put_nowait(text)
+
+    async def send_json(self, data: Any) -> None:
+        await self.send_text(json.dumps(data))
+
+    async def close(self, code: int = 1000) -> None:
+        if self.application_state is not WebSocketState.DISCONNECTED:
+            self.application_state = WebSocketState.DISCONNECTED
+            self._to_client.put_nowait(_CLOSED)
+
+
+class ClientEnd:
+    """What RealtimeClient sends on and iterates over."""
+
+    def __init__(self, to_server: asyncio.Queue, from_server: asyncio.Queue) -> None:
+        self._to_server, self._from_server = to_server, from_server
+        self.is_closed = False
+
+    async def send(self, text: str) -> None:
+        if self.is_closed:
+            raise ConnectionClosedOK(None, None)
+        self._to_server.put_nowait(text)
+
+    async def close(self) -> None:
+        if not self.is_closed:
+            self.is_closed = True
+            self._to_server.put_nowait(_CLOSED)
+
+    def __aiter__(self) -> ClientEnd:
+        return self
+
+    async def __anext__(self) -> str:
+        message = await self._from_server.get()
+        if message is _CLOSED:
+            self.is_closed = True
+            raise StopAsyncIteration
+        return message
+
+
+def socket_pair() -> tuple[ServerEnd, ClientEnd]:
+    to_client, to_server = asyncio.Queue(), asyncio.Queue()
+    return ServerEnd(to_client, to_server), ClientEnd(to_server, to_client)

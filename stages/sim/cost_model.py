@@ -1,0 +1,168 @@
+"""A roofline cost model of one stage's step on one device: compute- or memory-bound, plus a fixed overhead.
+
+Model and device figures are frozen dataclasses; a step is described by its chunks, each (new tokens,
+context before them, sampled rows). Units: FLOPs, bytes, seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder's shape (a dense or mixture-of-experts transformer, gated MLP, untied LM head).
+
+    `intermediate` is each expert's width when `num_experts` > 0 (MoE: `num_active_experts` per
+    token). `extra_flops_per_token` and `extra_params` stand for what is not a transformer layer
+    (a vocoder's convolutions, a multi-token codebook predictor): computed per token, read per step.
+    """
+
+    name: str
+    num_layers: int
+    hidden: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    num_experts: int = 0
+    num_active_experts: int = 0
+    bytes_per_param: int = 2
+    bytes_per_kv: int = 2
+    extra_flops_per_token: float = 0.0
+    extra_params: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("num_layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "intermediate", "vocab"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{self.name}: {name} must be > 0, got {getattr(self, name)!r}")
+        if self.num_experts and not 0 < self.num_active_experts <= self.num_experts:
+            raise ValueError(f"{self.name}: num_active_experts must be in 1..num_experts ({self.num_experts}), "
+                             f"got {self.num_active_experts!r}")
+
+    @property
+    def attention_params(self) -> int:
+        """Per layer: Q and O projections, K and V projections."""
+        return 2 * self.hidden * self.num_heads * self.head_dim + 2 * self.hidden * self.num_kv_heads * self.head_dim
+
+    @property
+    def expert_params(self) -> int:
+        """One gated MLP (gate, up, down)."""
+        return 3 * self.hidden * self.intermediate
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden * self.num_experts
+
+    @property
+    def total_params(self) -> int:
+        """Every weight: layers (all experts), embedding, LM head, extras."""
+        mlp = self.expert_params * max(1, self.num_experts) + self.router_params
+        return self.num_layers * (self.attention_params + mlp) + 2 * self.vocab * self.hidden + self.extra_params
+
+    @property
+    def active_layer_params(self) -> int:
+        """Per token, all layers: the weights a token multiplies by (its experts only), LM head excluded."""
+        mlp = self.expert_params * max(1, self.num_active_experts) + self.router_params
+        return self.num_layers * (self.attention_params + mlp)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V of one position, every layer."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.bytes_per_kv
+
+    def experts_touched(self, num_tokens: int) -> float:
+        """Expected distinct experts a layer reads for `num_tokens` tokens routed uniformly at random."""
+        if not self.num_experts:
+            return 1.0
+        return self.num_experts * (1 - (1 - self.num_active_experts / self.num_experts) ** num_tokens)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One accelerator: dense bf16 peak, HBM bandwidth and size, and its link to host memory.
+
+    `compute_efficiency` and `bandwidth_efficiency` (0..1] scale the peaks to what kernels reach;
+    `step_overhead_s` is paid by every step (launches, scheduling, sampling).
+    """
+
+    name: str
+    peak_tflops: float
+    hbm_tbps: float
+    memory_gb: float
+    host_link_gbytes_per_s: float = 55.0
+    compute_efficiency: float = 1.0
+    bandwidth_efficiency: float = 1.0
+    step_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("peak_tflops", "hbm_tbps", "memory_gb", "host_link_gbytes_per_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{self.name}: {name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("compute_efficiency", "bandwidth_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{self.name}: {name} must be in (0, 1], got {getattr(self, name)!r}")
+        if self.step_overhead_s < 0:
+            raise ValueError(f"{self.name}: step_overhead_s must be >= 0, got {self.step_overhead_s!r}")
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.peak_tflops * 1e12 * self.compute_efficiency
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.hbm_tbps * 1e12 * self.bandwidth_efficiency
+
+    def transfer_s(self, num_bytes: float) -> float:
+        """Seconds to move `num_bytes` between host and device memory."""
+        return num_bytes / (self.host_link_gbytes_per_s * 1e9)
+
+
+H200 = DeviceSpec("H200", peak_tflops=989.0, hbm_tbps=4.8, memory_gb=141.0)
+H100 = DeviceSpec("H100", peak_tflops=989.0, hbm_tbps=3.35, memory_gb=80.0)
+DEVICES = {device.name: device for device in (H200, H100)}
+
+
+@dataclass(frozen=True)
+class ChunkCost:
+    """One request's part of a step: `num_tokens` new positions after `context` cached ones,
+    `num_sampled` of them run through the LM head."""
+
+    num_tokens: int
+    context: int
+    num_sampled: int = 1
+
+
+@dataclass(frozen=True)
+class StepCost:
+    flops: float
+    bytes: float
+    seconds: float
+
+
+def step_cost(model: ModelShape, device: DeviceSpec, chunks: list[ChunkCost]) -> StepCost:
+    """The roofline of one batched step: max(FLOPs / compute, bytes / bandwidth) + the step overhead.
+
+    FLOPs: 2 per active weight per token, 2 per LM-head weight per sampled row, 4 x heads x head_dim
+    per (query, key) pair of attention, and the extras. Bytes: the weights read once per step (the
+    experts the batch touches, the LM head, the extras) and the KV each chunk attends to, its own
+    new positions' included.
+    """
+    num_tokens = sum(c.num_tokens for c in chunks)
+    num_sampled = sum(c.num_sampled for c in chunks)
+    pairs = sum(_attended_pairs(c) for c in chunks)
+    flops = (2 * model.active_layer_params * num_tokens + 2 * model.vocab * model.hidden * num_sampled
+             + 4 * model.num_layers * model.num_heads * model.head_dim * pairs
+             + model.extra_flops_per_token * num_tokens)
+    per_layer = model.attention_params + model.router_params + model.expert_params * model.experts_touched(num_tokens)
+    weights = (model.num_layers * per_layer + model.vocab * model.hidden + model.extra_params) * model.bytes_per_param
+    kv = sum(c.context + c.num_tokens for c in chunks) * model.kv_bytes_per_token
+    seconds = max(flops / device.flops_per_s, (weights + kv) / device.bytes_per_s) + device.step_overhead_s
+    return StepCost(flops, weights + kv, seconds)
+
+
+def _attended_pairs(chunk: ChunkCost) -> int:
+    """Causal (query, key) pairs: the query at position p reads keys 0..p."""
+    start, end = chunk.context, chunk.context + chunk.num_tokens
+    return (end * (end + 1) - start * (start + 1)) // 2

@@ -1,0 +1,61 @@
+"""A simulated stage engine: the real scheduler, policy and KV manager (a meta pool of the modelled
+shape, a host tier over the device's link) over a SimulatedRunner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from kvtier import KVCacheManager, KVPoolConfig
+from stages.engine import StageEngine
+from stages.factory import StageSpec, build_residency, thinker_text
+from stages.interaction import InteractionView
+from stages.models.audio_encoder import AudioEncoderConfig
+from stages.models.vocoder import VocoderConfig
+from stages.no_kv_residency import NoKVResidency
+from stages.plan import StageOutput
+from stages.scheduler import Scheduler
+from stages.shared_device import SharedDevice
+from stages.sim.cost_model import DeviceSpec, ModelShape
+from stages.sim.link_copier import LinkCopier
+from stages.sim.runner import Placeholders, SimulatedRunner
+
+FILLER_WORD = " the"  # every token a simulated thinker generates
+
+
+@dataclass(frozen=True)
+class SimulatedStage:
+    """How one stage is simulated: the shape it is priced as and the index of the device it runs on."""
+
+    model: ModelShape
+    device: int = 0
+
+
+def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpec,
+                           emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
+                           view: InteractionView | None, board: SharedDevice | None,
+                           on_transfer_done: Callable[[], None]) -> StageEngine:
+    """The engine of `spec` with its KV pool shaped as `model` (bf16, no bytes: the meta device) and its
+    host tier's transfers run by the caller (`tier.worker.run_chunk`), priced at the device's link rate."""
+    kv, residency = None, NoKVResidency()
+    if spec.kv is not None:
+        pool = KVPoolConfig(num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=model.num_layers,
+                            num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, dtype="bfloat16", device="meta")
+        host = spec.kv.host
+        if host is not None:
+            host = replace(host, emulated_link_gbps=device.host_link_gbytes_per_s * 8)
+        kv = KVCacheManager(pool, host, spec.kv.eviction, clock, on_transfer_done, transfer_mode="inline",
+                            copier_type=LinkCopier)
+        residency = build_residency(spec, kv, view)
+    runner = SimulatedRunner(spec.kind, model, device, placeholders(spec), spec.window)
+    return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency, board), runner, emit)
+
+
+def placeholders(spec: StageSpec) -> Placeholders:
+    if isinstance(spec.model, AudioEncoderConfig):
+        return Placeholders(width=spec.model.output_size)
+    if isinstance(spec.model, VocoderConfig):
+        return Placeholders(samples_per_frame=spec.model.samples_per_frame, left_context=spec.model.left_context_frames)
+    decoder = getattr(spec.model, "decoder", spec.model)
+    filler = thinker_text(spec)[0].encode(FILLER_WORD)[-1] if spec.kind == "thinker" else 0
+    return Placeholders(width=decoder.hidden_size, filler_token=filler)

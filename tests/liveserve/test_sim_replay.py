@@ -1,0 +1,67 @@
+"""`bench replay --simulate`: the real server, client and policies in virtual time over priced steps."""
+
+from pathlib import Path
+
+import pytest
+
+from liveserve.bench.replay.options import ReplayOptions
+from liveserve.bench.sim.replay import run_simulated_replay
+from stages.policies.urgency import UrgencyPolicy
+from stages.sim.runner import SimulatedRunner
+
+SPEC = str(Path(__file__).resolve().parents[2] / "configs" / "sim" / "qwen3-omni-1xh200.yaml")
+
+
+def replay(**fields) -> dict:
+    fields = {"num_requests": 12, "max_concurrency": 6, "random_output_len": 24, "simulate": SPEC, **fields}
+    return run_simulated_replay(ReplayOptions(**fields), log=open("/dev/null", "w"))
+
+
+def figures(result: dict) -> list:
+    return [(r["request_id"], r["status"], r["first_audio_s"], r["audio_ms"], r["e2e_s"]) for r in result["requests"]]
+
+
+def test_same_seed_same_run_different_seed_different_run():
+    first, again = replay(barge_in_prob=0.5, seed=3), replay(barge_in_prob=0.5, seed=3)
+    assert figures(first) == figures(again)
+    assert figures(replay(barge_in_prob=0.5, seed=4)) != figures(first)
+
+
+def test_result_says_simulated_and_on_what():
+    result = replay(policy="liveserve")
+    assert result["num_completed"] == 12 and result["num_failed"] == 0
+    simulated = result["simulated"]
+    assert simulated["spec"] == "qwen3-omni-1xh200" and simulated["devices"] == ["H200"]
+    assert "calibration" in simulated and simulated["stages"]["thinker"]["params"] > 30e9
+    assert result["audio_ttfp_ms"]["p50"] > 0 and result["config"]["preset"]
+
+
+def test_barge_in_cuts_replies_through_the_real_server_vad():
+    """Speaking the barge-in clip over a playing reply (cut at another reply's length: the lengths vary)
+    makes the server's VAD truncate it: the unheard part is reported as wasted."""
+    result = replay(barge_in_prob=1.0, random_output_len=64, random_range_ratio=0.5, num_requests=6)
+    assert result["wasted_token_ratio"] > 0
+    assert any(r["unheard_text_tokens"] > 0 for r in result["requests"])
+
+
+def test_the_real_urgency_policy_and_the_simulated_runner_run(monkeypatch):
+    orders, steps = [], []
+    real_order, real_execute = UrgencyPolicy.order, SimulatedRunner.execute
+    monkeypatch.setattr(UrgencyPolicy, "order", lambda self, *a: orders.append(1) or real_order(self, *a))
+    monkeypatch.setattr(SimulatedRunner, "execute", lambda self, plan: steps.append(1) or real_execute(self, plan))
+    replay(policy="liveserve", num_requests=4)
+    assert orders and steps
+
+
+def test_memory_pressure_offloads_to_the_host_over_the_link():
+    """A thinker pool a few sessions' KV fills: the next-use policy evicts and reloads over the link."""
+    result = replay(policy="liveserve", dataset="random", random_input_len=400, num_requests=16, max_concurrency=8,
+                    overrides=_overrides("stages.thinker.kv.num_blocks=120"))
+    assert result["num_failed"] == 0
+    assert result["kv"]["evictions"] > 0 and result["kv"]["reload_ms_on_path"] > 0
+
+
+def _overrides(*texts):
+    from liveserve.config_document import Override
+
+    return tuple(Override.parse(t) for t in texts)
