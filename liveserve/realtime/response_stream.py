@@ -101,7 +101,7 @@ class ResponseStream:
         return {
             "object": "realtime.response", "id": self.response_id, "status": status, "status_details": details,
             "output": [self.item_json()] if done else [], "output_modalities": list(self.settings.output_modalities),
-            "max_output_tokens": self.settings.max_output_tokens or "inf", "metadata": None,
+            "max_output_tokens": self.settings.max_output_tokens or "inf", "metadata": self.settings.metadata,
             "usage": None if done is None else usage_json(done.usage),
         }
 

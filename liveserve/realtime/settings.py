@@ -17,6 +17,7 @@ from orchestrator.turn_taking import TurnTaking
 TRACING_FIELDS = ("workflow_name", "group_id", "metadata")
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
 INPUT_RATE = 24000
+READ_APART = ("liveserve", "metadata", "instructions")  # fields of response.create that are no session setting
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class SessionSettings:
     transcription: dict | None = None  # input audio transcription as asked (None: off), where there is an ASR stage
     voice: str = VOICE  # the built-in voice name asked for; the pipeline's one voice speaks whichever it is
     tracing: str | dict | None = None  # "auto" or {workflow_name, group_id, metadata}: kept with each response's trace
+    metadata: dict | None = None  # a response's own (response.create), echoed in its events; never a session's
 
 
 def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
@@ -132,17 +134,28 @@ def _temperature(value: Any, where: str) -> float:
 
 
 def response_overrides(response: Any, settings: SessionSettings) -> SessionSettings:
-    """Per-response overrides from `response.create` (output modalities, max tokens, temperature).
+    """Per-response overrides from `response.create` (output modalities, max tokens, temperature) and
+    the response's metadata.
 
     Instructions live in the session's context, so changing them per response is refused
-    rather than silently ignored.
+    rather than silently ignored (null instructions ask for the session's).
     """
     if response is None:
         return settings
     require(isinstance(response, dict), "invalid_type", "response must be an object", "response")
-    require("instructions" not in response, "unsupported_parameter",
+    require(response.get("instructions") is None, "unsupported_parameter",
             "instructions cannot be changed per response; use session.update", "response.instructions")
-    return apply_update(settings, {k: v for k, v in response.items() if k != "liveserve"})
+    overridden = apply_update(settings, {k: v for k, v in response.items() if k not in READ_APART})
+    return replace(overridden, metadata=_metadata(response.get("metadata")))
+
+
+def _metadata(value: Any) -> dict | None:
+    """A response's metadata: null or at most 16 string pairs (keys up to 64 characters, values up to 512)."""
+    ok = value is None or (isinstance(value, dict) and len(value) <= 16 and all(
+        isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512 for k, v in value.items()))
+    require(ok, "invalid_value", f"metadata must be at most 16 string pairs (keys up to 64 characters, values "
+            f"up to 512), got {shown(value)}", "response.metadata")
+    return value
 
 
 def turn_taking(settings: SessionSettings) -> TurnTaking | None:

@@ -2,7 +2,9 @@
 on 127.0.0.1: a spoken turn, a text turn and a barge-in, with no error event and no event the framework
 fails to parse. The openai-agents example keeps the SDK's default session settings (semantic_vad, voice
 'ash', input transcription, tracing 'auto'). Each test checks on the server that the barge-in cut a reply:
-its unheard-work counters grew.
+its unheard-work counters grew. The LiveKit example asks for replies of up to 64 tokens (the fixture's 16 would
+stop them, and to LiveKit's plugin a reply stopped at the limit is a failed generation), so each of its answers
+ends by itself.
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ def test_pipecat_with_semantic_turn_detection(example_server):
     assert result["errors"] == []
     audio = result["turns_audio_bytes"]  # each response pipecat saw end, with its audio
     assert audio["text"] > 0 and audio["spoken"] > 0 and audio["barge_in"]["answer"] > 0
+
+
+def test_livekit_agents_openai_realtime_plugin_with_its_defaults(example_server):
+    result = run_example(example_server, [sys.executable, "livekit_turns.py"])
+    assert result["parse_failures"] == [] and result["plugin_errors"] == []
+    turns = result["turns"]
+    answers = [turns["spoken"], turns["text"], turns["barge_in"]["answer"]]
+    assert [answer["status"] for answer in answers] == ["completed"] * 3  # not incomplete: an error to LiveKit
+    assert all(answer["audio_ms"] > 0 for answer in answers)  # the plugin handed on each reply's audio
+    assert turns["barge_in"]["reply_cut"]
+    assert result["errors"] == []
+    assert result["server_events"]["conversation.item.input_audio_transcription.completed"] >= 2  # spoken turns
 
 
 def sdk_server_event_types() -> set[str]:

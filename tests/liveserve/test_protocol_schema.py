@@ -38,7 +38,8 @@ async def a_recorded_session(h: InteractionHarness) -> None:
     await h.client("conversation.item.retrieve", item_id=item_id)
     await h.client("conversation.item.create", item={"type": "message", "role": "user",
                                                      "content": [{"type": "input_text", "text": "And then?"}]})
-    await h.client("response.create", response={"output_modalities": ["text"], "max_output_tokens": 2})
+    await h.client("response.create", response={"output_modalities": ["text"], "max_output_tokens": 2,
+                                                 "instructions": None, "metadata": {"client_event_id": "c1"}})
     h.stages.think(h.thinker_id, h.controller.response.turn.turn_id, [10, 11], WIDTH, finish="length")
     await h.settle()
     await h.client("response.create")  # a spoken reply, cancelled by the client
