@@ -1,4 +1,5 @@
-"""tiny-omni-cpu (LiveServe's policies, the lab's default) against the vLLM-Omni baselines, back to back.
+"""LiveServe's policies against the vLLM-Omni baselines, back to back: on tiny-omni-cpu (the lab's default),
+and on the voice agent (voice-cpu, the embedded default) with real models.
 
 Each round runs every point under every policy preset, one replay at a time on a fresh server,
 alternating the policies' order from point to point and round to round (A B, B A, ...), so that
@@ -14,6 +15,12 @@ Points (`--points`, default all):
 - `light`: 96 ShareGPT requests, 12 in flight, barge-in 0.5 (a slot frees at the last audio chunk).
 - `voice-users`: 96 ShareGPT requests by 48 voice users (a slot frees once the reply was heard),
   barge-in 0.5.
+- `agent-N` (N = 2, 4, 6, 8, 12): the voice agent (Whisper tiny.en, SmolLM2-135M, Piper) with N voice users
+  in flight, 3N sessions of 3 spoken turns each (traces/voice_agent_users.jsonl: questions of 6-14 tokens,
+  replies of 12-40), a slot freed once the last reply was heard, barge-in 0.5.
+
+    python3 benchmarks/make_interactive_trace.py --out benchmarks/traces/voice_agent_users.jsonl --sessions 48 \
+        --turns 3 --prompt-tokens 6,14 --reply-tokens 12,40 --gap-s 1,3 --stagger-s 0.5 --seed 3
 """
 
 from __future__ import annotations
@@ -29,16 +36,21 @@ SHAREGPT = ["--dataset", "sharegpt", "--dataset-path", str(HERE / "data" / "Shar
             "--num-requests", "96", "--seed", "7", "--barge-in-prob", "0.5"]
 ONE_USER = ["--dataset", "interactive", "--dataset-path", str(HERE / "traces" / "one_user_20_turns.jsonl"),
             "--num-requests", "1"]
+AGENT = ["--config", "voice-cpu", "--dataset", "interactive", "--dataset-path", str(HERE / "traces" / "voice_agent_users.jsonl"),
+         "--prompt-audio", "--hold-until-heard", "--barge-in-prob", "0.5", "--seed", "7"]
 POINTS = {
     "user-spoken": [*ONE_USER, "--prompt-audio"],
     "user-text": ONE_USER,
     "light": [*SHAREGPT, "--max-concurrency", "12"],
     "voice-users": [*SHAREGPT, "--max-concurrency", "48", "--hold-until-heard"],
+    **{f"agent-{n}": [*AGENT, "--num-requests", str(3 * n), "--max-concurrency", str(n)] for n in (2, 4, 6, 8, 12)},
 }
 FIGURES = {
     "TTFP p50 ms": lambda r: r["audio_ttfp_ms"]["p50"],
     "TTFP p90 ms": lambda r: r["audio_ttfp_ms"]["p90"],
     "continuity": lambda r: r["continuity_ok_rate"],
+    "RTF p90": lambda r: r["audio_rtf"]["p90"],
+    "failed": lambda r: r["num_failed"],
     "waste": lambda r: r["wasted_token_ratio"],
     "reload on path ms": lambda r: (r["kv"] or {}).get("reload_ms_on_path"),
     "preemptions": lambda r: (r["kv"] or {}).get("preemptions"),
@@ -70,7 +82,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--points", default=",".join(POINTS), help="comma-separated, of: " + ", ".join(POINTS))
+    parser.add_argument("--points", default="user-spoken,user-text,light,voice-users",
+                        help="comma-separated, of: " + ", ".join(POINTS))
     parser.add_argument("--policies", default="fcfs-lru,liveserve")
     args = parser.parse_args()
     points, policies = args.points.split(","), args.policies.split(",")

@@ -13,29 +13,26 @@ the session's traces where the server keeps traces (runtime.trace_dir).
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 from agents.realtime import RealtimeAgent, RealtimeRunner
 from pydantic import ValidationError
 
-from realtime_example import Microphone, main
+from realtime_example import Microphone, ServerEvents, answer_to_last_words, main
 
 
-class Watcher:
-    """Reads the session's events: server events by type, response.done in order, errors and parse failures."""
+class Watcher(ServerEvents):
+    """Reads the session's events: the server's (ServerEvents), the SDK's parse failures and how often it
+    stopped playing a reply cut by speech (its audio_interrupted events)."""
 
     def __init__(self, session) -> None:
-        self.session, self.types, self.errors, self.parse_failures = session, Counter(), [], []
-        self.done: asyncio.Queue[dict] = asyncio.Queue()
-        self.audio = asyncio.Event()
-        self.truncated: set[str] = set()
-        self.interrupted = 0  # the SDK's audio_interrupted events: it stopped playing a reply cut by speech
+        super().__init__()
+        self.session, self.parse_failures, self.interrupted = session, [], 0
 
     async def run(self) -> None:
         try:
             async for event in self.session:
                 if event.type == "raw_model_event" and event.data.type == "raw_server_event":
-                    self._server_event(event.data.data)
+                    self.record(event.data.data)
                 elif event.type == "error" and isinstance(event.error, ValidationError):
                     self.parse_failures.append(str(event.error)[:300])
                 elif event.type == "audio_interrupted":
@@ -43,30 +40,9 @@ class Watcher:
         except Exception as exc:  # noqa: BLE001 - the SDK raises what it could not handle: report it
             self.parse_failures.append(repr(exc)[:300])
 
-    def _server_event(self, data: dict) -> None:
-        self.types[data["type"]] += 1
-        if data["type"] == "error":
-            self.errors.append(data["error"])
-        elif data["type"] == "response.output_audio.delta":
-            self.audio.set()
-        elif data["type"] == "response.done":
-            self.done.put_nowait(data["response"])
-        elif data["type"] == "conversation.item.truncated":
-            self.truncated.add(data["item_id"])
-
 
 async def next_done(watcher: Watcher, timeout_s: float = 90) -> dict:
     return await asyncio.wait_for(watcher.done.get(), timeout_s)
-
-
-async def answer_to_last_words(watcher: Watcher, microphone: Microphone) -> dict:
-    """The first reply to end uncut once the microphone has said everything queued: semantic_vad may end a
-    turn at a pause inside the words, and the words after the pause then cut the reply it started."""
-    while microphone.speaking:
-        await asyncio.sleep(0.02)
-    while (response := await next_done(watcher))["status"] == "cancelled":
-        pass
-    return response
 
 
 async def turns(url: str, api_key: str) -> dict:
@@ -87,7 +63,7 @@ async def turns(url: str, api_key: str) -> dict:
         await asyncio.wait_for(watcher.audio.wait(), 90)  # the reply is playing: speak over it
         microphone.say("q_spider_espeak_24k.wav")
         cut = await next_done(watcher)
-        answer = await answer_to_last_words(watcher, microphone)  # the answer to what was said over it
+        answer = await answer_to_last_words(microphone, lambda: next_done(watcher))  # to what was said over it
         result["barge_in"] = {"reply": cut["status"], "reply_cut": cut["output"][0]["id"] in watcher.truncated,
                               "sdk_interrupted_playback": watcher.interrupted, "answer": answer["status"]}
         await microphone.stop()

@@ -15,29 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 
 import aiohttp
 from livekit import rtc
 from livekit.plugins.openai import realtime
 
-from realtime_example import RATE, Microphone, main
+from realtime_example import RATE, Microphone, ServerEvents, answer_to_last_words, main
 
 REPLY_TOKENS = 64
 
 
-class Listener(logging.Handler):
-    """Reads the session: server events by type, response.done in order, errors, the plugin's handler
+class Listener(ServerEvents, logging.Handler):
+    """Reads the session: the server's events (ServerEvents), the plugin's own `error` events, its handler
     failures (logged as "failed to handle event"), and per response the reply audio it handed on."""
 
     def __init__(self, session: realtime.RealtimeSession) -> None:
-        super().__init__()
-        self.types, self.errors, self.plugin_errors, self.parse_failures = Counter(), [], [], []
-        self.done: asyncio.Queue[dict] = asyncio.Queue()
-        self.audio = asyncio.Event()
-        self.truncated: set[str] = set()
+        ServerEvents.__init__(self)
+        logging.Handler.__init__(self)
+        self.plugin_errors, self.parse_failures = [], []
         self.audio_ms: dict[str, asyncio.Future[int]] = {}  # by response id
-        session.on("openai_server_event_received", self._server_event)
+        session.on("openai_server_event_received", self.record)
         session.on("error", lambda event: self.plugin_errors.append(repr(event.error)[:300]))
         session.on("generation_created", self._generation)
         logging.getLogger("livekit.agents").addHandler(self)
@@ -45,17 +42,6 @@ class Listener(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage() == "failed to handle event":
             self.parse_failures.append(repr(record.exc_info[1])[:300] if record.exc_info else record.getMessage())
-
-    def _server_event(self, data: dict) -> None:
-        self.types[data["type"]] += 1
-        if data["type"] == "error":
-            self.errors.append(data["error"])
-        elif data["type"] == "response.output_audio.delta":
-            self.audio.set()
-        elif data["type"] == "response.done":
-            self.done.put_nowait(data["response"])
-        elif data["type"] == "conversation.item.truncated":
-            self.truncated.add(data["item_id"])
 
     def _generation(self, generation) -> None:
         self.audio_ms[generation.response_id] = asyncio.ensure_future(audio_ms(generation))
@@ -75,16 +61,6 @@ async def next_turn(listener: Listener, timeout_s: float = 90) -> dict:
     response = await asyncio.wait_for(listener.done.get(), timeout_s)
     heard = await asyncio.wait_for(listener.audio_ms.pop(response["id"]), timeout_s)
     return {"status": response["status"], "audio_ms": heard, "item": (response["output"] or [{}])[0].get("id")}
-
-
-async def answer_to_last_words(listener: Listener, microphone: Microphone) -> dict:
-    """The first reply to end uncut once the microphone has said everything queued: semantic_vad may end a
-    turn at a pause inside the words, and the words after the pause then cut the reply it started."""
-    while microphone.speaking:
-        await asyncio.sleep(0.02)
-    while (turn := await next_turn(listener))["status"] == "cancelled":
-        pass
-    return turn
 
 
 async def say_to(session: realtime.RealtimeSession, text: str) -> None:
@@ -120,7 +96,7 @@ async def turns(url: str, api_key: str) -> dict:
             await asyncio.wait_for(listener.audio.wait(), 90)  # the reply is playing: speak over it
             microphone.say("q_spider_espeak_24k.wav")
             cut = await next_turn(listener)
-            answer = await answer_to_last_words(listener, microphone)  # the answer to what was said over it
+            answer = await answer_to_last_words(microphone, lambda: next_turn(listener))  # to what was said over it
             result["barge_in"] = {"reply": cut, "reply_cut": cut["item"] in listener.truncated, "answer": answer}
         finally:
             await microphone.stop()

@@ -1,6 +1,6 @@
 """What the Python examples share: a stand-in microphone (the shipped speech clips, streamed in real time
-with silence between them, as a live microphone would send: 24 kHz mono PCM16, 20 ms chunks) and the
-command line."""
+with silence between them, as a live microphone would send: 24 kHz mono PCM16, 20 ms chunks), what they
+read of the server's events, and the command line."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import wave
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from liveserve.realtime_client.clips import clips_dir
@@ -54,6 +55,39 @@ class Microphone:
             await self.send(chunk)
             next_at += CHUNK_MS / 1000
             await asyncio.sleep(max(0.0, next_at - loop.time()))
+
+
+class ServerEvents:
+    """What an example reads of the server's events (`record` each): counts by type, the `error` events,
+    each response.done in order, whether reply audio came (`audio`, cleared by the reader) and the items
+    the server cut."""
+
+    def __init__(self) -> None:
+        self.types, self.errors = Counter(), []
+        self.done: asyncio.Queue[dict] = asyncio.Queue()
+        self.audio = asyncio.Event()
+        self.truncated: set[str] = set()
+
+    def record(self, data: dict) -> None:
+        self.types[data["type"]] += 1
+        if data["type"] == "error":
+            self.errors.append(data["error"])
+        elif data["type"] == "response.output_audio.delta":
+            self.audio.set()
+        elif data["type"] == "response.done":
+            self.done.put_nowait(data["response"])
+        elif data["type"] == "conversation.item.truncated":
+            self.truncated.add(data["item_id"])
+
+
+async def answer_to_last_words(microphone: Microphone, next_reply: Callable[[], Awaitable[dict]]) -> dict:
+    """The first reply to end uncut once the microphone has said everything queued: semantic_vad may end a
+    turn at a pause inside the words, and the words after the pause then cut the reply it started."""
+    while microphone.speaking:
+        await asyncio.sleep(0.02)
+    while (reply := await next_reply())["status"] == "cancelled":
+        pass
+    return reply
 
 
 def main(turns: Callable[[str, str], Awaitable[dict]], description: str) -> None:
