@@ -35,7 +35,7 @@ def test_many_sessions_admits_200_sessions_as_measured():
 def test_kv_pressure_has_a_small_thinker_pool_a_slow_link_and_runs_with_a_preset():
     with pytest.raises(ConfigError, match="host_blocks need a host tier"):
         load_config(CONFIGS / "kv_pressure.yaml")  # the preset chooses eviction and preload
-    config = load_config(CONFIGS / "kv_pressure.yaml", PRESETS["fcfs-lru"].overrides)
+    config = load_config(CONFIGS / "kv_pressure.yaml", PRESETS["fcfs-lru"].overrides(STAGES))
     kv = config.pipeline.thinker.kv
     assert (kv.num_blocks, kv.block_size, kv.host_blocks, kv.emulated_link_gbps) == (224, 16, 2048, 2.0)
     assert (kv.eviction, kv.preload) == ("lru", False)

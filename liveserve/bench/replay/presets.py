@@ -26,7 +26,8 @@ from pathlib import Path
 
 from liveserve.config import LiveServeConfig, parse_config
 from liveserve.config_document import Override, apply_overrides
-from liveserve.config_reader import ConfigError
+from liveserve.config_pipeline import read_graph
+from liveserve.config_reader import ConfigError, Section
 
 KV_STAGES = ("thinker", "talker")  # the stages with paged KV, where a graph has them
 IDLE_OFFLOAD_S = 1.0  # liveserve-idle: dormant KV not needed within this leaves the device, pressure or not
@@ -74,8 +75,10 @@ class PresetUnavailable(ValueError):
 
 
 def preset_overrides(name: str, data: object, source: Path) -> tuple[Override, ...]:
-    """Preset `name`'s settings for the stages of raw config `data` (ConfigError if it is invalid)."""
-    return _preset(name).overrides(parse_config(data, source).pipeline.graph.kinds)
+    """Preset `name`'s settings for the stages of raw config `data`'s graph (ConfigError if the graph is invalid)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    return _preset(name).overrides(read_graph(Section(data, "")).kinds)
 
 
 def derive_config(name: str, data: object, source: Path) -> tuple[dict, LiveServeConfig]:
