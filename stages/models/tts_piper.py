@@ -27,9 +27,9 @@ class PiperVoiceConfig:
     """The TTS stage's settings (YAML: `model.tts`).
 
     A reply is spoken in segments: the first is at most `first_segment_words` words (cut
-    at a word boundary: early audio), each later one a sentence of at most
-    `max_segment_words` words (a longer one is cut at its last comma within that many,
-    else after that many); the orchestrator hands both to each TTSRequest. `volume`
+    at a word boundary: early audio), each later one a sentence of at most twice the words
+    of the one before (up to `max_segment_words`; a longer one is cut at its last comma
+    within that many, else after that many); the orchestrator hands both to each TTSRequest. `volume`
     scales the voice's own level (its speech is about -26 dBFS RMS; every segment gets the
     same gain, so the level does not jump between segments).
     """

@@ -31,7 +31,10 @@ class TTSRequest(StageRequest):
     dropped and nothing more is emitted. It gets one `SpeechSegment` per segment, in order,
     then the request finishes. The first segment is at most `first_segment_words` words
     (its audio comes early), each later one a sentence, or part of a long one, of at most
-    `max_segment_words` words (see `next_segment`). Heard audio maps back to heard words:
+    twice the words the one before could have (4, 8, 16, ...) and never more than
+    `max_segment_words` (see `next_segment`): while a short segment plays, the LLM has
+    to write and the TTS to speak only a little more, so the audio does not run dry
+    between the first segment and full sentences. Heard audio maps back to heard words:
     the segments' samples add up, and each names its span of the reply text (within a
     segment, words take time roughly in proportion to their characters). For the urgency
     policy the orchestrator publishes this request's playback like a vocoder request's
@@ -72,7 +75,7 @@ class TTSRequest(StageRequest):
     def _cut(self) -> None:
         start = self.spans[-1].stop if self.spans else 0
         while True:
-            limit = self.max_segment_words if self.spans else self.first_segment_words
+            limit = min(self.max_segment_words, self.first_segment_words << len(self.spans))
             span = next_segment(self.text, start, limit, self.is_closed)
             if span is None:
                 return

@@ -47,12 +47,17 @@ def test_a_short_first_sentence_is_the_first_segment():
 
 
 def test_a_long_sentence_is_cut_at_its_last_comma_in_the_second_half_else_after_max_words():
-    text = "One two three four five, six seven eight, nine ten eleven twelve."
-    assert segments(streamed(text, [], first=2, most=8)) == [
-        "One two", "three four five, six seven eight,", "nine ten eleven twelve."]
+    text = "Zero one two three four five, six seven eight, nine ten eleven twelve."
+    assert segments(streamed(text, [], first=4, most=8)) == [
+        "Zero one two three", "four five, six seven eight,", "nine ten eleven twelve."]
     text = "One, two three four five six seven eight nine ten."
     assert segments(streamed(text, [], first=1, most=4)) == [
-        "One,", "two three four five", "six seven eight nine", "ten."]
+        "One,", "two three", "four five six seven", "eight nine ten."]
+
+
+def test_each_segment_may_have_twice_the_words_of_the_one_before_up_to_the_most():
+    text = " ".join(f"w{i}" for i in range(70))  # no sentence ends: every cut is a limit
+    assert [len(s.split()) for s in segments(streamed(text, [], first=4, most=20))] == [4, 8, 16, 20, 20, 2]
 
 
 def test_a_line_break_ends_a_segment_and_spans_point_into_the_text():
