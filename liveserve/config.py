@@ -14,6 +14,7 @@ from liveserve.config_document import Override, apply_overrides, read_document
 from liveserve.config_pipeline import DECODERS, read_graph, read_models, require_absent
 from liveserve.config_reader import ConfigError, Section, build
 from liveserve.config_server import ServerConfig, read_server
+from liveserve.config_vllm import check_interpreter, read_backend
 from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from orchestrator.deployment import GPU_FORMAT, NO_GPUS, GPUNode, StageDeployment
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
@@ -23,6 +24,7 @@ from stages.policies import SCHEDULING_POLICIES
 from stages.models.gguf_llama import GGUFError
 from stages.models.model_package import ModelPackageError
 from stages.models.weights import CheckpointMismatch
+from stages.vllm_backend.args import VllmArgs
 
 DEFAULT_CONFIG = "voice-cpu"  # the product's: what `liveserve serve` and `run` load without --config
 LAB_CONFIG = "tiny-omni-cpu"  # the lab's: `liveserve bench`, benchmarks/ scripts and tests without --config
@@ -118,6 +120,8 @@ def check_checkpoints(config: LiveServeConfig) -> None:
             raise ConfigError(f"{field}: {exc}") from None
         except ModelPackageError as exc:
             raise ConfigError(f"stages.{spec.name}: {exc}") from None
+        if spec.vllm is not None:
+            check_interpreter(f"stages.{spec.name}", spec.vllm)
 
 
 def read_config_data(source: Path) -> object:
@@ -162,8 +166,9 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         weights = (checkpoint / f"{kind}.safetensors"
                    if checkpoint is not None and thinker_gguf is None and kind not in PACKAGED else None)
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
+        backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds)
         specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights,
-                                  thinker_gguf, trace)
+                                  thinker_gguf, trace, backend)
         if kind in DECODERS:
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
         deployments[kind] = read_deployment(section, kind.value)
@@ -190,13 +195,15 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
 
 
 def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, gguf: Path | None,
-                trace: Path | None) -> StageSpec:
+                trace: Path | None, backend: tuple[str, VllmArgs | None]) -> StageSpec:
     scheduler = _read_scheduler(section.section("scheduler"))
-    kv = section.section("kv").fill(KVSpec) if kind in DECODERS else None
-    window = _read_window(section) if kind in DECODERS else None
+    native = backend[0] == "native"
+    kv = section.section("kv").fill(KVSpec) if kind in DECODERS and native else None
+    window = _read_window(section) if kind in DECODERS and native else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
-                 seed=seed, checkpoint=weights, gguf=gguf, window=window, threads=threads, trace_path=trace)
+                 seed=seed, checkpoint=weights, gguf=gguf, window=window, threads=threads, trace_path=trace,
+                 backend=backend[0], vllm=backend[1])
 
 
 def _read_scheduler(section: Section) -> SchedulerConfig:

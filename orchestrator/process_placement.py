@@ -5,7 +5,8 @@ op releases and takes back: with three stages stepping at once, a talker step
 that takes 3.1 ms alone took 5.6 ms beside one busy thread, and 3.0 ms beside a
 busy process. Here each engine runs in a child process (forked from a server
 process that has imported torch and the stages once), commands and playback
-telemetry go down a pipe, outputs and status come back up it.
+telemetry go down a pipe, outputs and status come back up it. A stage whose spec names another
+interpreter (the vLLM backend's venv) runs in a process of that interpreter instead (interpreter_process).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
+from dataclasses import replace
 
+from orchestrator.interpreter_process import spawn_in_interpreter
 from orchestrator.placement import OutputSink, Placement, StageHandle
 from orchestrator.playback_board import PlaybackBoard
 from orchestrator.stage_handle import StageProcess
@@ -91,6 +94,8 @@ class ProcessPlacement(Placement):
 
     def _spawn(self, name: str) -> tuple[multiprocessing.Process, Channel]:
         args = self._spawn_args[name]
+        if args.spec.interpreter is not None:  # its own copy of the device board: see interpreter_process
+            return spawn_in_interpreter(args.spec.interpreter, replace(args, device_slots=list(args.device_slots)))
         parent_end, child_end = self._context.Pipe()
         process = self._context.Process(target=serve_stage, args=(args, child_end), name=f"liveserve-{name}",
                                         daemon=True)

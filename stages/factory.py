@@ -41,10 +41,12 @@ from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
 from stages.step_trace import StepTrace
 from stages.validation import require_number, require_positive_ints
+from stages.vllm_backend.args import VllmArgs
 
 log = logging.getLogger(__name__)
 KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
 PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
+BACKENDS = ("native", "vllm")
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,9 @@ class StageSpec:
     onnxruntime's threads, fixed when the model loads). `trace_path`: where the engine
     writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
     its model from its installed package: it takes no checkpoint, KV or window.
+    `backend` vllm (a thinker with `gguf` weights; `vllm` its engine arguments) computes the stage on
+    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV and orders the
+    requests (fcfs), so the stage has no `kv` or window and its scheduler section gives only budgets.
     """
 
     name: str
@@ -125,10 +130,17 @@ class StageSpec:
     window: WindowSpec | None = None
     threads: int | None = None
     trace_path: Path | None = None
+    backend: str = "native"
+    vllm: VllmArgs | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "vllm":
+            self._check_vllm()
+            return
         if self.threads is not None:
             require_positive_ints(self, "threads")
         if self.gguf is not None and (self.kind != "thinker" or self.checkpoint is not None):
@@ -139,6 +151,25 @@ class StageSpec:
             self._check_packaged()
         if self.window is not None:
             self._check_window()
+
+    def _check_vllm(self) -> None:
+        if self.kind != "thinker" or self.gguf is None:
+            raise ValueError(f"backend: vllm serves a thinker with gguf weights (model.thinker.gguf); "
+                             f"stage {self.name} is a {self.kind}{'' if self.gguf else ' without them'}")
+        if self.vllm is None or self.vllm.python is None or self.vllm.cache_dir is None:
+            raise ValueError(f"backend: stage {self.name} on vllm needs its vllm arguments with python and cache_dir")
+        for name in ("kv", "window", "checkpoint"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
+                                 "(set vllm.kv_cache_mib, vllm.block_size)")
+        if self.scheduler.policy != "fcfs":
+            raise ValueError(f"scheduler.policy: stage {self.name} on vllm is ordered by vLLM's own "
+                             f"scheduler (fcfs), not {self.scheduler.policy!r}")
+
+    @property
+    def interpreter(self) -> Path | None:
+        """The Python that must run this stage's process (None: any process of the server's)."""
+        return self.vllm.python if self.backend == "vllm" else None
 
     def _check_packaged(self) -> None:
         if not isinstance(self.model, PACKAGED[self.kind]):
@@ -222,6 +253,8 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
                  view: InteractionView | None = None, device: SharedDevice | None = None) -> StageEngine:
     """The stage's engine; its scheduler reads playback telemetry from `view` (None: none) and shares
     `device` (None: no one) with the other stages computing there."""
+    if spec.backend == "vllm":
+        return build_vllm_thinker(spec, emit)
     engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
@@ -239,6 +272,16 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
     engines.append(StageEngine(spec.name, scheduler, runner, emit, num_threads=spec.threads, trace=trace))
     return engines[0]
+
+
+def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None]):
+    """The thinker on vLLM's engine (in this process: it must have vLLM), over the GGUF file's HF folder."""
+    from stages.vllm_backend import vllm_api
+    from stages.vllm_backend.engine import VllmThinkerEngine
+    from stages.vllm_backend.hf_folder import hf_folder
+
+    engine = vllm_api.build_engine(hf_folder(spec.gguf, spec.vllm.cache_dir), spec.vllm, spec.scheduler, spec.seed)
+    return VllmThinkerEngine(spec.name, engine, emit)
 
 
 def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:

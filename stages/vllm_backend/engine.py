@@ -1,0 +1,207 @@
+"""The thinker stage on vLLM: LiveServe's commands drive vLLM's engine, one vLLM request per generation."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import torch
+
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
+from stages.engine import IDLE_WAIT_S, StageStatus
+from stages.plan import StageOutput
+from stages.requests.thinker import ThinkerRequest, ThinkerStep
+from stages.vllm_backend import vllm_api
+from stages.vllm_backend.vllm_api import TokensOut
+
+log = logging.getLogger(__name__)
+NO_HIDDEN = torch.empty(0)  # vLLM hands out tokens, not the hidden states that produced them
+
+
+class VllmThinkerEngine:
+    """What a StageEngine offers its process (`submit_all`, `start`, `stop`, `status`), over vLLM's engine.
+
+    Each session's context stays a ThinkerRequest here (its tokens, its generation, truncation to
+    what was heard); each turn that generates becomes a vLLM request whose prompt is the whole
+    context (prefix caching, when on, finds what earlier turns computed). The engine thread applies
+    the queued commands, then steps vLLM while any generation runs; every token vLLM gives advances
+    its request and goes out as a ThinkerStep (with no hidden state). A generation LiveServe ends
+    (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM; one vLLM ends first
+    (its max_model_len) ends with vLLM's reason. A command a request rejects, and a failed vLLM step,
+    become error outputs; the engine keeps running.
+    """
+
+    def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None]) -> None:
+        self.name, self.engine, self.emit = name, engine, emit
+        self.requests: dict[str, ThinkerRequest] = {}
+        self._generations: dict[str, str] = {}  # LiveServe request id -> vLLM id of its running generation
+        self._owners: dict[str, str] = {}  # the inverse
+        self._num_generations = 0
+        self._outputs: list[StageOutput] = []
+        self._commands: queue.SimpleQueue[Sequence[Command]] = queue.SimpleQueue()
+        self._idle_lock = threading.Lock()
+        self._is_idle = True
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._counts = {"num_steps": 0, "num_step_tokens": 0, "last_batch_size": 0, "kv_blocks_peak": 0}
+        self._busy_s = 0.0
+        self._kv_blocks = (0, 0)
+
+    def submit(self, command: Command) -> None:
+        self.submit_all((command,))
+
+    def submit_all(self, commands: Sequence[Command]) -> None:
+        with self._idle_lock:
+            self._is_idle = False
+            self._commands.put(commands)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"stage-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            with self._idle_lock:
+                self._is_idle = self._commands.empty() and not self._generations
+            self._apply_commands(IDLE_WAIT_S if self._is_idle else 0.0)
+            if self._generations:
+                self._step()
+            self._reap()
+            if self._outputs:
+                outputs, self._outputs = self._outputs, []
+                self.emit(outputs)
+
+    def step(self) -> list[StageOutput]:
+        """One round on the caller's thread (tests): apply the queued commands, step vLLM, take the outputs."""
+        self._apply_commands(0.0)
+        if self._generations:
+            self._step()
+        self._reap()
+        outputs, self._outputs = self._outputs, []
+        return outputs
+
+    def _apply_commands(self, wait_s: float) -> None:
+        try:
+            batch = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            for command in batch:
+                self._apply(command)
+            try:
+                batch = self._commands.get_nowait()
+            except queue.Empty:
+                return
+
+    def _apply(self, command: Command) -> None:
+        try:
+            if isinstance(command, AddRequest):
+                self._add(command.request)
+            elif isinstance(command, AbortRequest):
+                self._end_generation(command.request_id)
+                self.requests.pop(command.request_id, None)
+            elif isinstance(command, AppendInput) and command.request_id in self.requests:
+                self._append(self.requests[command.request_id], command)
+            elif isinstance(command, StopGeneration) and command.request_id in self.requests:
+                self._end_generation(command.request_id)
+                request = self.requests[command.request_id]
+                request.stop_generation()
+                if command.keep_tokens is not None:
+                    request.truncate(command.keep_tokens)
+        except ValueError as exc:  # a bad command fails its request, never the engine
+            self._outputs.append(StageOutput(command.request_id, error=str(exc)))
+
+    def _add(self, request: ThinkerRequest) -> None:
+        if not isinstance(request, ThinkerRequest):
+            raise ValueError(f"stage {self.name} (vllm) serves thinker requests, got {type(request).__name__}")
+        if request.request_id in self.requests:
+            raise ValueError(f"request {request.request_id!r} already exists")
+        self.requests[request.request_id] = request
+
+    def _append(self, request: ThinkerRequest, command: AppendInput) -> None:
+        if command.data is not None and command.data.embeds:
+            raise ValueError(f"stage {self.name} (vllm) takes token ids only; input embeddings need the native backend")
+        request.append(command.data, command.close)
+        if request.is_generating and request.request_id not in self._generations:
+            self._start_generation(request)
+
+    def _start_generation(self, request: ThinkerRequest) -> None:
+        self._num_generations += 1
+        vllm_id = f"{request.request_id}#{self._num_generations}"
+        vllm_api.add(self.engine, vllm_id, list(request.token_ids), request.sampling, request.stop_ids)
+        request.num_computed = request.num_known
+        self._generations[request.request_id], self._owners[vllm_id] = vllm_id, request.request_id
+
+    def _end_generation(self, request_id: str) -> None:
+        vllm_id = self._generations.pop(request_id, None)
+        if vllm_id is not None:
+            del self._owners[vllm_id]
+            vllm_api.abort(self.engine, [vllm_id])
+
+    def _step(self) -> None:
+        started = time.perf_counter()
+        try:
+            produced = vllm_api.step(self.engine)
+        except Exception as exc:  # a failed step fails the generations it ran, not the engine
+            log.exception("stage %s: vLLM step failed", self.name)
+            for request_id in list(self._generations):
+                self._end_generation(request_id)
+                self.requests.pop(request_id).stop_generation()
+                self._outputs.append(StageOutput(request_id, is_finished=True, error=f"{self.name} failed: {exc}"))
+            return
+        self._record(produced, time.perf_counter() - started)
+        for out in produced:
+            if out.request_id in self._owners:
+                self._commit(self.requests[self._owners[out.request_id]], out)
+
+    def _commit(self, request: ThinkerRequest, out: TokensOut) -> None:
+        for i, token_id in enumerate(out.token_ids):
+            step: ThinkerStep = request.advance(1, (token_id, NO_HIDDEN))
+            if step.finish_reason is None and out.finish_reason is not None and i == len(out.token_ids) - 1:
+                request.stop_generation()
+                step = replace(step, finish_reason=out.finish_reason)
+            self._outputs.append(StageOutput(request.request_id, step))
+            if step.finish_reason is not None:
+                self._end_generation(request.request_id)
+                return
+        if out.finish_reason is not None and request.is_generating:  # vLLM ended it without a token
+            request.stop_generation()
+            self._end_generation(request.request_id)
+
+    def _reap(self) -> None:
+        for request in [r for r in self.requests.values() if r.is_finished]:
+            del self.requests[request.request_id]
+            self._outputs.append(StageOutput(request.request_id, is_finished=True))
+
+    def _record(self, produced: list[TokensOut], elapsed: float) -> None:
+        counts = self._counts
+        counts["num_steps"] += 1
+        counts["num_step_tokens"] += sum(len(out.token_ids) for out in produced)
+        counts["last_batch_size"] = len(produced)
+        self._busy_s += elapsed
+        self._kv_blocks = vllm_api.kv_block_counts(self.engine)
+        counts["kv_blocks_peak"] = max(counts["kv_blocks_peak"], self._kv_blocks[0])
+
+    def status(self) -> StageStatus:
+        """Read from any thread; the numbers may be one step stale. KV figures are vLLM's blocks."""
+        used, free = self._kv_blocks
+        counts = dict(self._counts)
+        return StageStatus(
+            name=self.name, num_requests=len(self.requests), num_ready=len(self._generations), num_preemptions=0,
+            kv_blocks_used=used, kv_blocks_free=free, kv_blocks_peak=counts["kv_blocks_peak"], kv_block_seconds=0.0,
+            last_batch_size=counts["last_batch_size"], num_steps=counts["num_steps"],
+            num_step_tokens=counts["num_step_tokens"], busy_s=self._busy_s, is_idle=self._is_idle,
+        )
+
+    @property
+    def down_reason(self) -> str | None:
+        return None if self._thread is None or self._thread.is_alive() or self._stop.is_set() else "its thread stopped"

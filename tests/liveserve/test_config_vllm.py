@@ -1,0 +1,60 @@
+"""`stages.thinker.backend: vllm`: the shipped config loads, and every bad engine argument is one line naming
+its field, raised while the config is read (before any process starts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from liveserve.config import load_config
+from liveserve.config_reader import ConfigError
+
+VLLM_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "voice-cpu-vllm.yaml"
+
+
+def write(tmp_path, edit) -> str:
+    data = yaml.safe_load(VLLM_CONFIG.read_text())
+    edit(data)
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def vllm_args(**changes):
+    return lambda data: data["stages"]["thinker"]["vllm"].update(changes)
+
+
+def test_the_shipped_vllm_config_runs_the_voice_agents_thinker_on_vllm_with_its_gguf_weights():
+    thinker = load_config(VLLM_CONFIG).pipeline.thinker
+    assert (thinker.backend, thinker.kv, thinker.scheduler.policy) == ("vllm", None, "fcfs")
+    assert thinker.gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert (thinker.vllm.dtype, thinker.vllm.block_size, thinker.vllm.python.name) == ("float32", 32, "python")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (vllm_args(dtype="float16"), "stages.thinker.vllm: dtype must be one of ('float32', 'bfloat16')"),
+    (vllm_args(block_size=16), "stages.thinker.vllm: block_size must be a multiple of 32"),
+    (vllm_args(kv_cache_mib=0), "stages.thinker.vllm: kv_cache_mib must be a positive integer, got 0"),
+    (vllm_args(max_model_len="long"), "stages.thinker.vllm.max_model_len: expected int, got 'long'"),
+    (vllm_args(enforce_eager="yes"), "stages.thinker.vllm.enforce_eager: expected bool, got 'yes'"),
+    (vllm_args(gpu_memory_utilization=0.9), "stages.thinker.vllm.gpu_memory_utilization: unknown field"),
+    (lambda d: d["stages"]["thinker"].update(backend="vlm"), "stages.thinker.backend: must be one of"),
+    (lambda d: d["stages"]["thinker"].update(kv={"num_blocks": 8}), "stages.thinker.kv: vLLM keeps the KV"),
+    (lambda d: d["stages"]["thinker"]["scheduler"].update(policy="urgency"),
+     "stages.thinker: scheduler.policy: stage thinker on vllm is ordered by vLLM's own scheduler"),
+    (lambda d: d["stages"].setdefault("tts", {}).update(backend="vllm"), "stages.tts: backend: vllm serves a thinker"),
+    (lambda d: d.setdefault("runtime", {}).update(placement="threads"),
+     "stages.thinker.backend: vllm runs in a stage process of its own interpreter"),
+])
+def test_bad_vllm_arguments_are_one_line_naming_the_field(tmp_path, edit, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, edit))
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_vllm_arguments_under_the_native_backend_are_a_mistake(tmp_path):
+    with pytest.raises(ConfigError, match=r"^stages.thinker.vllm: vllm arguments need backend: vllm"):
+        load_config(write(tmp_path, lambda d: d["stages"]["thinker"].update(backend="native")))
