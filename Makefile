@@ -46,7 +46,7 @@ js-example:
 
 # The embedded default, the voice agent (configs/voice-cpu.yaml): Whisper tiny.en -> SmolLM2-135M-Instruct
 # -> Piper on 127.0.0.1:8000; the first answer to /health comes after ~13 s (the GGUF file is read at start).
-serve: install
+serve: $(STAMP)
 	$(VENV)/bin/liveserve serve
 
 clean:
