@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from liveserve.bench.replay.command import format_summary
 from liveserve.bench.replay.options import ReplayOptions
 from liveserve.bench.sim.replay import run_simulated_replay
 from stages.policies.urgency import UrgencyPolicy
@@ -42,6 +43,19 @@ def test_barge_in_cuts_replies_through_the_real_server_vad():
     result = replay(barge_in_prob=1.0, random_output_len=64, random_range_ratio=0.5, num_requests=6)
     assert result["wasted_token_ratio"] > 0
     assert any(r["unheard_text_tokens"] > 0 for r in result["requests"])
+
+
+def test_barged_in_requests_are_counted_apart_and_printed():
+    """A barge-in while the reply is still generating (the urgency policy holds a reply's generation to
+    a playback buffer ahead) cancels it: neither completed nor failed, so the summary names the cancelled
+    count beside the two (the three add up to the requests replayed)."""
+    result = replay(barge_in_prob=1.0, random_output_len=64, random_range_ratio=0.5, hold_until_heard=True,
+                    policy="liveserve")
+    statuses = [r["status"] for r in result["requests"]]
+    assert result["num_cancelled"] == statuses.count("cancelled") > 0
+    assert result["num_completed"] + result["num_cancelled"] + result["num_failed"] == 12
+    counts = f"{result['num_completed']} / {result['num_cancelled']} / {result['num_failed']}"
+    assert f"Requests (completed / barged in / failed)  {counts}" in format_summary(result)
 
 
 def test_the_real_urgency_policy_and_the_simulated_runner_run(monkeypatch):
