@@ -25,10 +25,20 @@ FILLER_WORD = " the"  # every token a simulated thinker generates
 
 @dataclass(frozen=True)
 class SimulatedStage:
-    """How one stage is simulated: the shape it is priced as and the index of the device it runs on."""
+    """How one stage is simulated: the shape it is priced as, and the index of the device each of its
+    replicas runs on (one replica per entry)."""
 
     model: ModelShape
-    device: int = 0
+    devices: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        if not self.devices or any(device < 0 for device in self.devices):
+            raise ValueError(f"{self.model.name}: devices must list a device index >= 0 per replica, "
+                             f"got {list(self.devices)}")
+
+    @property
+    def replicas(self) -> int:
+        return len(self.devices)
 
 
 def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpec,

@@ -79,3 +79,30 @@ def _overrides(*texts):
     from liveserve.config_document import Override
 
     return tuple(Override.parse(t) for t in texts)
+
+
+def test_a_node_spec_runs_a_replica_of_each_stage_per_gpu(monkeypatch):
+    """qwen3-omni-8xh200: eight concurrent sessions spread over the eight thinker replicas (the real
+    ReplicatedPlacement's least-loaded routing), each replica's steps priced on its own GPU."""
+    runners: dict[str, set] = {}
+    real_execute = SimulatedRunner.execute
+
+    def record(self, plan):
+        if plan.chunks:
+            runners.setdefault(self.kind, set()).add(id(self))
+        return real_execute(self, plan)
+
+    monkeypatch.setattr(SimulatedRunner, "execute", record)
+    result = replay(simulate=str(Path(SPEC).with_name("qwen3-omni-8xh200.yaml")), num_requests=8, max_concurrency=8)
+    assert result["num_completed"] == 8 and result["simulated"]["devices"] == ["H200"] * 8
+    assert len(runners["thinker"]) == len(runners["talker"]) == 8
+
+
+def test_the_voice_llm_spec_serves_a_thinker_only_graph_with_text_timings():
+    """voice-llm-8xh200 prices a text-in, text-out thinker as the 70B on four TP-2 replicas: the replies'
+    text deltas time the TTFT (there is no audio to time)."""
+    config = Path(SPEC).parents[1] / "smollm2-text-cpu.yaml"
+    result = replay(simulate=str(Path(SPEC).with_name("voice-llm-8xh200.yaml")), config=config, policy="liveserve",
+                    num_requests=8, max_concurrency=8, random_input_len=500)
+    assert result["num_completed"] == 8 and result["simulated"]["devices"] == ["2xH200"] * 4
+    assert result["text_ttft_ms"]["p50"] > 0 and result["audio_ttfp_ms"]["p50"] is None
