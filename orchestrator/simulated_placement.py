@@ -33,8 +33,9 @@ class SimulatedPlacement(Placement):
             device = self._device(spec.kind, started.get(spec.kind, 0))
             started[spec.kind] = started.get(spec.kind, 0) + 1
             woken: list[VirtualEngine] = []
+            stage = self.stages[spec.kind]
             engine = build_simulated_engine(
-                spec, self.stages[spec.kind].model, self.devices[device],
+                spec, stage.model, stage.priced_on(self.devices[device]),
                 lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, boards[device],
                 lambda: woken[0].wake())
             woken.append(VirtualEngine(engine, locks[device]))

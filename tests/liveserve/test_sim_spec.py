@@ -64,3 +64,12 @@ def test_the_shipped_specs_load_and_say_what_they_rest_on():
     assert len(node.devices) == 8 and all(s.devices == tuple(range(8)) for s in node.stages.values())
     voice = load_spec(str(SPECS / "voice-llm-8xh200.yaml"))
     assert list(voice.stages) == ["thinker"] and voice.stages["thinker"].replicas == 4
+
+
+def test_a_stage_prices_its_steps_with_its_own_overheads():
+    stage = {"model": THINKER, "step_overhead_ms": 10.0, "row_overhead_ms": 0.5}
+    loaded = parse_spec(spec(stage, step_overhead_ms=2.0, row_overhead_ms=0.1), "own", "own.yaml")
+    device = loaded.stages["thinker"].priced_on(loaded.devices[0])
+    assert (device.step_overhead_s, device.row_overhead_s) == pytest.approx((0.010, 0.0005))
+    plain = parse_spec(spec({"model": THINKER}, step_overhead_ms=2.0), "plain", "plain.yaml")
+    assert plain.stages["thinker"].priced_on(plain.devices[0]).step_overhead_s == pytest.approx(0.002)

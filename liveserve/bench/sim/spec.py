@@ -84,7 +84,8 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
     for kind in list(section.data):
         stage = section.section(kind)
         stages[kind] = SimulatedStage(stage.section("model").fill(ModelShape, name=kind),
-                                      _stage_devices(stage, len(devices)))
+                                      _stage_devices(stage, len(devices)), _ms(stage, "step_overhead_ms"),
+                                      _ms(stage, "row_overhead_ms"))
         stage.finish()
     section.finish()
     utilization = root.value("memory_utilization", float, 0.9)
@@ -94,6 +95,14 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
     overrides = tuple(Override.parse(text) for text in settings)
     root.finish()
     return SimSpec(name, calibration, devices, stages, utilization, overrides)
+
+
+def _ms(section: Section, key: str) -> float | None:
+    """An optional non-negative duration in ms, as seconds."""
+    value = section.value(key, float, None)
+    if value is not None and value < 0:
+        raise ConfigError(f"{section.where(key)}: must be >= 0, got {value}")
+    return None if value is None else value / 1000
 
 
 def _stage_devices(stage: Section, count: int) -> tuple[int, ...]:
@@ -128,6 +137,7 @@ def _devices(section: Section) -> tuple[DeviceSpec, ...]:
                    memory_gb=base.memory_gb * parallel, host_link_gbytes_per_s=link * parallel,
                    compute_efficiency=section.value("compute_efficiency", float, 1.0),
                    bandwidth_efficiency=section.value("bandwidth_efficiency", float, 1.0),
-                   step_overhead_s=section.value("step_overhead_ms", float, 0.0) / 1000)
+                   step_overhead_s=_ms(section, "step_overhead_ms") or 0.0,
+                   row_overhead_s=_ms(section, "row_overhead_ms") or 0.0)
     section.finish()
     return (device,) * count
