@@ -13,8 +13,9 @@ from stages.sim.virtual_engine import VirtualEngine
 
 
 class SimulatedPlacement(Placement):
-    """Each stage a VirtualEngine (see stages.sim) on the running loop, priced as `stages[kind]` says on
-    `devices[stages[kind].device]`; the stages on one device take turns and share a SharedDevice board.
+    """Each stage spec a VirtualEngine (see stages.sim) on the running loop, priced as `stages[kind]` says;
+    the k-th spec of a kind (its replica k, as ReplicatedPlacement expands them) runs on device
+    `stages[kind].devices[k]`. The engines on one device take turns and share a SharedDevice board.
     `start` must run on the loop's thread (a loop whose executor runs inline, as the virtual-time loop's).
     """
 
@@ -27,18 +28,28 @@ class SimulatedPlacement(Placement):
         asyncio.get_running_loop()  # a RuntimeError off the loop's thread: the tasks would never run
         locks = [asyncio.Lock() for _ in self.devices]
         boards = [SharedDevice() for _ in self.devices]
+        started: dict[str, int] = {}
         for spec in specs:
-            if spec.kind not in self.stages:
-                raise ValueError(f"stage {spec.kind!r} has no simulated model (simulated: {', '.join(self.stages)})")
-            stage = self.stages[spec.kind]
+            device = self._device(spec.kind, started.get(spec.kind, 0))
+            started[spec.kind] = started.get(spec.kind, 0) + 1
             woken: list[VirtualEngine] = []
+            stage = self.stages[spec.kind]
             engine = build_simulated_engine(
-                spec, stage.model, self.devices[stage.device], lambda outputs, kind=spec.kind: sink(kind, outputs),
-                clock, view, boards[stage.device], lambda: woken[0].wake())
-            woken.append(VirtualEngine(engine, locks[stage.device]))
-            self.engines[spec.kind] = woken[0]
+                spec, stage.model, stage.priced_on(self.devices[device]),
+                lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, boards[device],
+                lambda: woken[0].wake())
+            woken.append(VirtualEngine(engine, locks[device]))
+            self.engines[spec.name] = woken[0]
             woken[0].start()
         return dict(self.engines)
+
+    def _device(self, kind: str, replica: int) -> int:
+        if kind not in self.stages:
+            raise ValueError(f"stage {kind!r} has no simulated model (simulated: {', '.join(self.stages)})")
+        devices = self.stages[kind].devices
+        if replica >= len(devices):
+            raise ValueError(f"stage {kind!r}: replica {replica} has no device (the spec places {len(devices)})")
+        return devices[replica]
 
     def stop(self) -> None:
         """Cancel every engine's tasks (the loop finishes cancelling them; `tasks` lists them)."""

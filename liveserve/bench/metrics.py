@@ -169,6 +169,7 @@ def aggregate(requests: list[RequestMetrics], duration_s: float) -> dict:
         ),
         "num_requests": len(requests),
         "num_completed": len(finished),
+        "num_cancelled": len(served) - len(finished),
         "num_failed": len(requests) - len(served),
     }
 

@@ -20,7 +20,8 @@ writes an infinite request rate.
 | `wasted_token_ratio` | unheard / generated, each summed over all requests and stages (thinker text tokens + talker codec frames); null if nothing was generated |
 | `num_requests` | requests replayed |
 | `num_completed` | finished requests |
-| `num_failed` | requests neither finished nor cancelled |
+| `num_cancelled` | requests a barge-in cancelled while they were generating (a reply cut after `response.done` stays finished) |
+| `num_failed` | requests neither finished nor cancelled (`num_completed + num_cancelled + num_failed = num_requests`) |
 | `kv` | the server's KV figures, as given |
 | `config` | the run's configuration, as given |
 | `requests` | one record per request, below |

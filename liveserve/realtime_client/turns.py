@@ -32,6 +32,7 @@ class TurnTracker:
             "response.output_item.added": self._on_output_item,
             "response.output_audio.delta": self._on_audio_delta,
             "response.output_audio_transcript.delta": self._on_transcript_delta,
+            "response.output_text.delta": self._on_transcript_delta,  # a text-only reply's text
             "response.done": self._on_response_done,
         }
 

@@ -84,7 +84,8 @@ class DeviceSpec:
     """One accelerator: dense bf16 peak, HBM bandwidth and size, and its link to host memory.
 
     `compute_efficiency` and `bandwidth_efficiency` (0..1] scale the peaks to what kernels reach;
-    `step_overhead_s` is paid by every step (launches, scheduling, sampling).
+    `step_overhead_s` is paid by every step (launches, scheduling), `row_overhead_s` by every request
+    in a step (its host-side work: inputs, sampling, outputs; a talker's sequential codebook passes).
     """
 
     name: str
@@ -95,6 +96,7 @@ class DeviceSpec:
     compute_efficiency: float = 1.0
     bandwidth_efficiency: float = 1.0
     step_overhead_s: float = 0.0
+    row_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("peak_tflops", "hbm_tbps", "memory_gb", "host_link_gbytes_per_s"):
@@ -103,8 +105,9 @@ class DeviceSpec:
         for name in ("compute_efficiency", "bandwidth_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{self.name}: {name} must be in (0, 1], got {getattr(self, name)!r}")
-        if self.step_overhead_s < 0:
-            raise ValueError(f"{self.name}: step_overhead_s must be >= 0, got {self.step_overhead_s!r}")
+        for name in ("step_overhead_s", "row_overhead_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{self.name}: {name} must be >= 0, got {getattr(self, name)!r}")
 
     @property
     def flops_per_s(self) -> float:
@@ -142,7 +145,8 @@ class StepCost:
 
 
 def step_cost(model: ModelShape, device: DeviceSpec, chunks: list[ChunkCost]) -> StepCost:
-    """The roofline of one batched step: max(FLOPs / compute, bytes / bandwidth) + the step overhead.
+    """The roofline of one batched step: max(FLOPs / compute, bytes / bandwidth) + the step overhead
+    + the row overhead per chunk.
 
     FLOPs: 2 per active weight per token, 2 per LM-head weight per sampled row, 4 x heads x head_dim
     per (query, key) pair of attention, and the extras. Bytes: the weights read once per step (the
@@ -158,7 +162,8 @@ def step_cost(model: ModelShape, device: DeviceSpec, chunks: list[ChunkCost]) ->
     per_layer = model.attention_params + model.router_params + model.expert_params * model.experts_touched(num_tokens)
     weights = (model.num_layers * per_layer + model.vocab * model.hidden + model.extra_params) * model.bytes_per_param
     kv = sum(c.context + c.num_tokens for c in chunks) * model.kv_bytes_per_token
-    seconds = max(flops / device.flops_per_s, (weights + kv) / device.bytes_per_s) + device.step_overhead_s
+    seconds = (max(flops / device.flops_per_s, (weights + kv) / device.bytes_per_s) + device.step_overhead_s
+               + device.row_overhead_s * len(chunks))
     return StepCost(flops, weights + kv, seconds)
 
 

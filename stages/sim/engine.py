@@ -25,10 +25,28 @@ FILLER_WORD = " the"  # every token a simulated thinker generates
 
 @dataclass(frozen=True)
 class SimulatedStage:
-    """How one stage is simulated: the shape it is priced as and the index of the device it runs on."""
+    """How one stage is simulated: the shape it is priced as, the index of the device each of its
+    replicas runs on (one replica per entry), and its own step and row overheads (None: the device's)."""
 
     model: ModelShape
-    device: int = 0
+    devices: tuple[int, ...] = (0,)
+    step_overhead_s: float | None = None
+    row_overhead_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.devices or any(device < 0 for device in self.devices):
+            raise ValueError(f"{self.model.name}: devices must list a device index >= 0 per replica, "
+                             f"got {list(self.devices)}")
+
+    @property
+    def replicas(self) -> int:
+        return len(self.devices)
+
+    def priced_on(self, device: DeviceSpec) -> DeviceSpec:
+        """`device` with this stage's overheads where it has its own."""
+        own = {name: getattr(self, name) for name in ("step_overhead_s", "row_overhead_s")
+               if getattr(self, name) is not None}
+        return replace(device, **own)
 
 
 def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpec,

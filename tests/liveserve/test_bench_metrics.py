@@ -127,6 +127,7 @@ def _run() -> list[RequestMetrics]:
 def test_aggregate_hand_computed():
     result = aggregate(_run(), duration_s=4.0)
     assert (result["num_requests"], result["num_completed"], result["num_failed"]) == (4, 2, 1)
+    assert result["num_cancelled"] == 1  # the barge-in: neither finished nor failed
     assert result["completed_rps"] == pytest.approx(0.5)  # 2 finished / 4 s
     assert result["audio_ttfp_ms"]["mean"] == pytest.approx(300)  # (200 + 400 + 300) / 3
     assert result["audio_ttfp_ms"]["p50"] == pytest.approx(300)
@@ -155,8 +156,8 @@ def test_result_object_fields_and_records():
     result = build_result(requests, 4.0, kv={"blocks_used_peak": 12}, config={"request_rate": float("inf")})
     assert list(result) == [
         "audio_ttfp_ms", "text_ttft_ms", "audio_rtf", "e2e_ms", "continuity_ok_rate", "continuity",
-        "completed_rps", "wasted_token_ratio", "num_requests", "num_completed", "num_failed",
-        "kv", "config", "requests",
+        "completed_rps", "wasted_token_ratio", "num_requests", "num_completed", "num_cancelled",
+        "num_failed", "kv", "config", "requests",
     ]
     assert result["kv"] == {"blocks_used_peak": 12}
     assert result["config"] == {"request_rate": "inf"}  # as vllm bench writes it

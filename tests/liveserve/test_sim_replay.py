@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from liveserve.bench.replay.command import format_summary
 from liveserve.bench.replay.options import ReplayOptions
 from liveserve.bench.sim.replay import run_simulated_replay
 from stages.policies.urgency import UrgencyPolicy
@@ -44,6 +45,19 @@ def test_barge_in_cuts_replies_through_the_real_server_vad():
     assert any(r["unheard_text_tokens"] > 0 for r in result["requests"])
 
 
+def test_barged_in_requests_are_counted_apart_and_printed():
+    """A barge-in while the reply is still generating (the urgency policy holds a reply's generation to
+    a playback buffer ahead) cancels it: neither completed nor failed, so the summary names the cancelled
+    count beside the two (the three add up to the requests replayed)."""
+    result = replay(barge_in_prob=1.0, random_output_len=64, random_range_ratio=0.5, hold_until_heard=True,
+                    policy="liveserve")
+    statuses = [r["status"] for r in result["requests"]]
+    assert result["num_cancelled"] == statuses.count("cancelled") > 0
+    assert result["num_completed"] + result["num_cancelled"] + result["num_failed"] == 12
+    counts = f"{result['num_completed']} / {result['num_cancelled']} / {result['num_failed']}"
+    assert f"Requests (completed / barged in / failed)  {counts}" in format_summary(result)
+
+
 def test_the_real_urgency_policy_and_the_simulated_runner_run(monkeypatch):
     orders, steps = [], []
     real_order, real_execute = UrgencyPolicy.order, SimulatedRunner.execute
@@ -65,3 +79,30 @@ def _overrides(*texts):
     from liveserve.config_document import Override
 
     return tuple(Override.parse(t) for t in texts)
+
+
+def test_a_node_spec_runs_a_replica_of_each_stage_per_gpu(monkeypatch):
+    """qwen3-omni-8xh200: eight concurrent sessions spread over the eight thinker replicas (the real
+    ReplicatedPlacement's least-loaded routing), each replica's steps priced on its own GPU."""
+    runners: dict[str, set] = {}
+    real_execute = SimulatedRunner.execute
+
+    def record(self, plan):
+        if plan.chunks:
+            runners.setdefault(self.kind, set()).add(id(self))
+        return real_execute(self, plan)
+
+    monkeypatch.setattr(SimulatedRunner, "execute", record)
+    result = replay(simulate=str(Path(SPEC).with_name("qwen3-omni-8xh200.yaml")), num_requests=8, max_concurrency=8)
+    assert result["num_completed"] == 8 and result["simulated"]["devices"] == ["H200"] * 8
+    assert len(runners["thinker"]) == len(runners["talker"]) == 8
+
+
+def test_the_voice_llm_spec_serves_a_thinker_only_graph_with_text_timings():
+    """voice-llm-8xh200 prices a text-in, text-out thinker as the 70B on four TP-2 replicas: the replies'
+    text deltas time the TTFT (there is no audio to time)."""
+    config = Path(SPEC).parents[1] / "smollm2-text-cpu.yaml"
+    result = replay(simulate=str(Path(SPEC).with_name("voice-llm-8xh200.yaml")), config=config, policy="liveserve",
+                    num_requests=8, max_concurrency=8, random_input_len=500)
+    assert result["num_completed"] == 8 and result["simulated"]["devices"] == ["2xH200"] * 4
+    assert result["text_ttft_ms"]["p50"] > 0 and result["audio_ttfp_ms"]["p50"] is None

@@ -39,6 +39,9 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--admission-set", action="append", default=[], metavar="NAME=VALUE",
                         help="override one admission setting, e.g. target=0.45 (repeatable)")
     add_override_argument(server, "stages.thinker.kv.block_size=32, applied after the flags above")
+    server.add_argument("--simulate", metavar="SPEC",
+                        help="simulate the server in virtual time on a shipped sim spec (e.g. qwen3-omni-1xh200) "
+                             "or a spec file; the result says it is simulated")
     server.add_argument("--url", help="realtime URL of a running server on loopback, e.g. "
                         "ws://127.0.0.1:8000/v1/realtime (give --frame-ms as its duplex.frame_ms)")
     output = parser.add_argument_group("output")
@@ -55,6 +58,7 @@ def options_from_args(args: argparse.Namespace) -> DuplexOptions:
         admission_set=parse_settings("--admission-set", args.admission_set), config=args.config,
         kv_blocks=args.kv_blocks, overrides=tuple(args.overrides), url=args.url, stagger_ms=args.stagger_ms,
         chunk_ms=args.chunk_ms, speech_dir=args.speech_dir, poll_interval_s=args.poll_interval_s, warmup=args.warmup,
+        simulate=args.simulate,
     )
 
 
@@ -63,9 +67,11 @@ def run_duplex_command(args: argparse.Namespace) -> int:
     (rejections, stalls and server errors are results), 1 when some failed, 2 for a bad
     option or config, or a server that would not start or does not stream duplex frames."""
     from liveserve.bench.duplex.run import DuplexBenchError, run_duplex
+    from liveserve.bench.sim.duplex import run_simulated_duplex
 
     try:
-        result = run_duplex(options_from_args(args))
+        options = options_from_args(args)
+        result = (run_duplex if options.simulate is None else run_simulated_duplex)(options)
     except (ValueError, ServerStartError, AudioError, DuplexBenchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

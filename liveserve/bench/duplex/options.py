@@ -30,7 +30,8 @@ class DuplexOptions:
     tokens plus `sinks` (unbounded when None), `kv_blocks` thinker KV blocks and the
     `admission` policy (`aimd` by default with `ramp`, else the config's), with
     `admission_set` (name, value) pairs overriding keys of its `admission` section,
-    then `overrides` (`--set`) of any key (see `server_config` for the order).
+    then `overrides` (`--set`) of any key (see `server_config` for the order). `simulate` names a
+    simulation spec (liveserve.bench.sim): that server is simulated in virtual time instead of served.
     """
 
     sessions: int | None = None
@@ -51,6 +52,7 @@ class DuplexOptions:
     speech_dir: Path | None = None
     poll_interval_s: float = 0.5
     warmup: bool = True
+    simulate: str | None = None
 
     def __post_init__(self) -> None:
         self._check_streams()
@@ -88,6 +90,8 @@ class DuplexOptions:
             raise ValueError(f"--admission must be one of {', '.join(ADMISSION_POLICIES)}, got {self.admission!r}")
         if self.url is None:
             return
+        if self.simulate is not None:
+            raise ValueError("--simulate runs its own simulated server: not with --url (a running one)")
         if not is_loopback_url(self.url):
             raise ValueError(f"--url must be a loopback ws:// address, got {self.url!r}")
         fresh_only = {"--config": self.config, "--window": self.window, "--kv-blocks": self.kv_blocks,

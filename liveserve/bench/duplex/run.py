@@ -6,6 +6,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 from liveserve.bench.duplex.analysis import stall_threshold_s
@@ -17,7 +18,7 @@ from liveserve.bench.duplex.server_config import describe, server_overrides
 from liveserve.bench.duplex.speech_loop import LoopedSpeech
 from liveserve.bench.duplex.stream import FRAME_EVENT, StreamSetup, run_stream
 from liveserve.bench.result_json import options_json
-from liveserve.bench.server_target import ServedConfig, ServerTarget, open_target
+from liveserve.bench.server_target import ServedConfig, open_target
 from liveserve.config import LAB_CONFIG, read_config_data, resolve_config_path
 from liveserve.config_document import Override
 
@@ -34,9 +35,10 @@ def run_duplex(options: DuplexOptions, log: TextIO = sys.stderr) -> dict[str, An
     speech = LoopedSpeech.from_dir(options.speech_dir)
     overrides = fresh_server_overrides(options) if options.starts_server else ()
     with open_target(options.url, options.config, overrides) as target:
+        setup = StreamSetup(target.url, speech, options.frame_ms, options.chunk_ms, time.monotonic)
         if options.warmup:
-            asyncio.run(_warm_up(target.url, options, speech))
-        run = asyncio.run(_run(target, options, speech, log))
+            asyncio.run(warm_up(setup, options))
+        run = asyncio.run(run_streams(setup, target.metrics, options, log))
     served = {} if target.served is None else describe(target.served.config)
     return build_result(run, {**options_json(options), **target.description, **served})
 
@@ -52,15 +54,16 @@ def fresh_server_overrides(options: DuplexOptions) -> tuple[Override, ...]:
     return server_overrides(options, read_config_data(resolve_config_path(options.config, LAB_CONFIG)))
 
 
-def _run_clock() -> Callable[[], float]:
-    start = time.monotonic()
-    return lambda: time.monotonic() - start
+def _from_now(clock: Callable[[], float]) -> Callable[[], float]:
+    """`clock`, reading 0 now."""
+    start = clock()
+    return lambda: clock() - start
 
 
-async def _warm_up(url: str, options: DuplexOptions, speech: LoopedSpeech) -> None:
+async def warm_up(setup: StreamSetup, options: DuplexOptions) -> None:
     """One short duplex session first, not measured: the server's first frames pay one-off
     costs. A server that streams no duplex frames is reported here, before the run."""
-    setup = StreamSetup(url, speech, options.frame_ms, options.chunk_ms, _run_clock())
+    setup = replace(setup, clock=_from_now(setup.clock))
     speak_s = max(WARMUP_S, 3 * options.frame_ms / 1000)
     session = await run_stream(SessionLog(-1, 0.0), setup, speech_start=0, stop_at=speak_s,
                                listen_until=speak_s + stall_threshold_s(options.frame_ms))
@@ -72,13 +75,15 @@ async def _warm_up(url: str, options: DuplexOptions, speech: LoopedSpeech) -> No
                                "event: does the server run duplex sessions?")
 
 
-async def _run(target: ServerTarget, options: DuplexOptions, speech: LoopedSpeech, log: TextIO) -> RunLog:
-    clock = _run_clock()
-    setup = StreamSetup(target.url, speech, options.frame_ms, options.chunk_ms, clock)
+async def run_streams(setup: StreamSetup, scrape: Callable[[], dict[str, float]], options: DuplexOptions,
+                      log: TextIO) -> RunLog:
+    """The run's streams over `setup` (its clock read from 0 at the start), the server's figures by `scrape`."""
+    setup = replace(setup, clock=_from_now(setup.clock))
+    clock, speech = setup.clock, setup.speech
     sessions = [SessionLog(index, at) for index, at in enumerate(options.offer_times())]
     end = options.duration_s
     listen_until = end + stall_threshold_s(options.frame_ms)  # long enough to see a stall at the very end
-    poller = MetricsPoller(target.metrics, clock, options.poll_interval_s)
+    poller = MetricsPoller(scrape, clock, options.poll_interval_s)
     async with asyncio.TaskGroup() as group:
         group.create_task(poller.run(listen_until))
         group.create_task(_report_progress(sessions, poller, clock, end, log))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,8 @@ DUPLEX_ON = {"type": "session.update", "session": {"liveserve": {"duplex": True}
 
 @dataclass(frozen=True)
 class StreamSetup:
-    """What every stream of a run shares. `clock` gives seconds from the start of the run."""
+    """What every stream of a run shares. `clock` gives seconds from the start of the run; `connect(url)`,
+    when given, opens the connection instead of a websocket (a simulation's in-memory one)."""
 
     url: str
     speech: LoopedSpeech
@@ -30,6 +31,13 @@ class StreamSetup:
     chunk_ms: int
     clock: Callable[[], float]
     handshake_timeout_s: float = 10.0
+    connect: Callable[[str], Awaitable[Any]] | None = None
+
+    async def open(self) -> Any:
+        if self.connect is not None:
+            return await self.connect(self.url)
+        return await websockets.connect(self.url, open_timeout=self.handshake_timeout_s, max_size=None,
+                                        compression=None, proxy=None)
 
 
 async def run_stream(log: SessionLog, setup: StreamSetup, *, speech_start: int, stop_at: float,
@@ -37,10 +45,12 @@ async def run_stream(log: SessionLog, setup: StreamSetup, *, speech_start: int, 
     """Fill `log` with one session: speech from sample `speech_start` of the loop until
     `stop_at`, frames received until `listen_until` (or until the server closes)."""
     try:
-        async with websockets.connect(setup.url, open_timeout=setup.handshake_timeout_s, max_size=None,
-                                      compression=None, proxy=None) as ws:
+        ws = await setup.open()
+        try:
             if await _open(ws, log, setup):
                 await _stream(ws, log, setup, speech_start, stop_at, listen_until)
+        finally:
+            await ws.close()
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
         log.failure = log.failure or f"cannot connect to {setup.url}: {exc!r}"
     log.end_t = setup.clock()

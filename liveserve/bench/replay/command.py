@@ -87,7 +87,8 @@ def run_replay_command(args: argparse.Namespace) -> int:
 def format_summary(result: dict[str, Any]) -> str:
     """The headline figures, one per line, as `vllm bench serve` prints them."""
     rows = [
-        ("Requests (completed / failed)", f"{result['num_completed']} / {result['num_failed']}"),
+        ("Requests (completed / barged in / failed)",
+         f"{result['num_completed']} / {result['num_cancelled']} / {result['num_failed']}"),
         ("Completed requests/s", format_number(result["completed_rps"], 3)),
     ]
     for key, label in (("audio_ttfp_ms", "Audio TTFP (ms)"), ("text_ttft_ms", "Text TTFT (ms)"),

@@ -87,8 +87,9 @@ def _target_ms_per_token(target: ServerTarget) -> float | None:
 
 def audio_ms_per_token(config: LiveServeConfig) -> float:
     """Reply audio per thinker text token: through a TTS stage, its measured speaking rate; through a
-    talker, frames per token x the vocoder's frame duration."""
-    if config.pipeline.tts is not None:
+    talker, frames per token x the vocoder's frame duration; a text-only pipeline plays nothing, and its
+    replies are timed (for barge-in cuts) as the TTS would speak them."""
+    if config.pipeline.tts is not None or config.pipeline.talker is None:
         return TTS_MS_PER_TOKEN
     vocoder = config.pipeline.vocoder.model
     return config.pipeline.talker.model.frames_per_token * vocoder.samples_per_frame * 1000 / vocoder.sample_rate

@@ -49,11 +49,12 @@ class ServerEnd:
 
 
 class ClientEnd:
-    """What RealtimeClient sends on and iterates over."""
+    """What RealtimeClient and the duplex benchmark's streams send on, receive from and iterate over."""
 
     def __init__(self, to_server: asyncio.Queue, from_server: asyncio.Queue) -> None:
         self._to_server, self._from_server = to_server, from_server
         self.is_closed = False
+        self.close_code: int | None = None
 
     async def send(self, text: str) -> None:
         if self.is_closed:
@@ -62,8 +63,15 @@ class ClientEnd:
 
     async def close(self) -> None:
         if not self.is_closed:
-            self.is_closed = True
+            self.is_closed, self.close_code = True, 1000
             self._to_server.put_nowait(_CLOSED)
+
+    async def recv(self) -> str:
+        """The next message; ConnectionClosedOK once the server has closed."""
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise ConnectionClosedOK(None, None) from None
 
     def __aiter__(self) -> ClientEnd:
         return self
@@ -71,7 +79,7 @@ class ClientEnd:
     async def __anext__(self) -> str:
         message = await self._from_server.get()
         if message is _CLOSED:
-            self.is_closed = True
+            self.is_closed, self.close_code = True, 1000
             raise StopAsyncIteration
         return message
 

@@ -14,6 +14,7 @@ from liveserve.bench.sim.spec import SimSpec
 from liveserve.config import LiveServeConfig
 from liveserve.config_document import Override
 from liveserve.realtime.server import RealtimeServer
+from orchestrator.replicated_placement import ReplicatedPlacement
 from orchestrator.simulated_placement import SimulatedPlacement
 
 SIM_URL = "sim://liveserve/v1/realtime"
@@ -45,18 +46,22 @@ class SimulatedConfig:
         """The result's `simulated` field: what was simulated, on what, resting on which calibration."""
         spec = self.spec
         return {"spec": spec.name, "calibration": spec.calibration, "devices": [d.name for d in spec.devices],
-                "stages": {kind: {"model": s.model.name, "device": s.device, "params": s.model.total_params}
+                "stages": {kind: {"model": s.model.name, "devices": list(s.devices), "params": s.model.total_params}
                            for kind, s in spec.stages.items()},
                 "wall_s": round(wall_s, 3)}
 
 
 class SimulatedServer:
-    """Must be made and used on a running VirtualTimeLoop (see `run`)."""
+    """Must be made and used on a running VirtualTimeLoop. A stage the spec places on several devices
+    runs as that many replicas behind the real ReplicatedPlacement (session-sticky thinker routing); the
+    spec's replicas, not the served config's, are what run."""
 
     def __init__(self, sim: SimulatedConfig) -> None:
         loop = asyncio.get_running_loop()
         self.placement = SimulatedPlacement(sim.spec.stages, sim.spec.devices)
-        self.server = RealtimeServer(sim.config, placement=self.placement, clock=loop.time)
+        replicas = {kind: stage.replicas for kind, stage in sim.spec.stages.items() if stage.replicas > 1}
+        placement = ReplicatedPlacement(self.placement, replicas) if replicas else self.placement
+        self.server = RealtimeServer(sim.config, placement=placement, clock=loop.time)
         self.clock = loop.time
         self._tasks: set[asyncio.Task] = set()
         self._watch: asyncio.Task | None = None

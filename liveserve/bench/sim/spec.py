@@ -31,23 +31,29 @@ class SimSpec:
     overrides: tuple[Override, ...]
 
     def kv_overrides(self, pipeline: PipelineConfig) -> tuple[Override, ...]:
-        """Each device's memory x `memory_utilization` less its stages' weights, split between its
-        thinker's and talker's KV pools in proportion to their bytes per token, as blocks."""
-        result = []
+        """Each device's memory x `memory_utilization` less the weights of the replicas on it, split between
+        its thinker's and talker's KV pools in proportion to their bytes per token, as blocks; a stage's
+        pool (one size for all its replicas) is the least any of its devices leaves."""
+        blocks: dict[str, int] = {}
         for index, device in enumerate(self.devices):
-            here = {kind: stage for kind, stage in self.stages.items() if stage.device == index}
-            weights = sum(stage.model.total_params * stage.model.bytes_per_param for stage in here.values())
-            free = device.memory_gb * 1e9 * self.memory_utilization - weights
-            kv = {kind: here[kind].model for kind in KV_KINDS if kind in here and getattr(pipeline, kind, None)}
-            if free <= 0 and kv:
-                raise ConfigError(f"{self.name}: the weights on device {index} ({weights / 1e9:.0f} GB) leave no "
-                                  f"room for KV in {device.memory_gb:g} GB")
-            per_token = sum(model.kv_bytes_per_token for model in kv.values())
-            for kind, model in kv.items():
-                block = getattr(pipeline, kind).kv.block_size * model.kv_bytes_per_token
-                blocks = math.floor(free * model.kv_bytes_per_token / per_token / block)
-                result.append(Override(("stages", kind, "kv", "num_blocks"), blocks))
-        return tuple(result)
+            for kind, count in self._kv_blocks_on(index, device, pipeline).items():
+                blocks[kind] = min(count, blocks.get(kind, count))
+        return tuple(Override(("stages", kind, "kv", "num_blocks"), count) for kind, count in blocks.items())
+
+    def _kv_blocks_on(self, index: int, device: DeviceSpec, pipeline: PipelineConfig) -> dict[str, int]:
+        here = [stage for stage in self.stages.values() for at in stage.devices if at == index]
+        weights = sum(stage.model.total_params * stage.model.bytes_per_param for stage in here)
+        free = device.memory_gb * 1e9 * self.memory_utilization - weights
+        kv = {kind: stage.model for kind, stage in self.stages.items()
+              if kind in KV_KINDS and index in stage.devices and getattr(pipeline, kind, None)}
+        if free <= 0 and kv:
+            raise ConfigError(f"{self.name}: the weights on device {index} ({weights / 1e9:.0f} GB) leave no "
+                              f"room for KV in {device.memory_gb:g} GB")
+        per_token = sum(model.kv_bytes_per_token * sum(d == index for d in self.stages[kind].devices)
+                        for kind, model in kv.items())
+        return {kind: math.floor(free * model.kv_bytes_per_token / per_token
+                                 / (getattr(pipeline, kind).kv.block_size * model.kv_bytes_per_token))
+                for kind, model in kv.items()}
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -77,10 +83,9 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
     section = root.section("stages")
     for kind in list(section.data):
         stage = section.section(kind)
-        device = stage.value("device", int, 0)
-        if not 0 <= device < len(devices):
-            raise ConfigError(f"{stage.where('device')}: must be in 0..{len(devices) - 1}, got {device}")
-        stages[kind] = SimulatedStage(stage.section("model").fill(ModelShape, name=kind), device)
+        stages[kind] = SimulatedStage(stage.section("model").fill(ModelShape, name=kind),
+                                      _stage_devices(stage, len(devices)), _ms(stage, "step_overhead_ms"),
+                                      _ms(stage, "row_overhead_ms"))
         stage.finish()
     section.finish()
     utilization = root.value("memory_utilization", float, 0.9)
@@ -92,17 +97,47 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
     return SimSpec(name, calibration, devices, stages, utilization, overrides)
 
 
+def _ms(section: Section, key: str) -> float | None:
+    """An optional non-negative duration in ms, as seconds."""
+    value = section.value(key, float, None)
+    if value is not None and value < 0:
+        raise ConfigError(f"{section.where(key)}: must be >= 0, got {value}")
+    return None if value is None else value / 1000
+
+
+def _stage_devices(stage: Section, count: int) -> tuple[int, ...]:
+    """`device: I` (one replica) or `devices: [I, ...]` (a replica on each), indices into the spec's devices."""
+    if "devices" in stage.data:
+        devices, key = stage.raw("devices"), "devices"
+        if not isinstance(devices, list) or not devices or not all(type(d) is int for d in devices):
+            raise ConfigError(f"{stage.where(key)}: expected a list of device indices, got {devices!r}")
+    else:
+        devices, key = [stage.value("device", int, 0)], "device"
+    for device in devices:
+        if not 0 <= device < count:
+            raise ConfigError(f"{stage.where(key)}: must be in 0..{count - 1}, got {device}")
+    return tuple(devices)
+
+
 def _devices(section: Section) -> tuple[DeviceSpec, ...]:
+    """`count` devices of `type`; with `tensor_parallel: N`, each is N GPUs priced as one device of N
+    times the compute, bandwidth, memory and host link (ideal tensor parallelism: the all-reduces between
+    them are not priced, beyond what `step_overhead_ms` stands for)."""
     kind = section.value("type", str)
     if kind not in DEVICES:
         raise ConfigError(f"{section.where('type')}: one of {', '.join(DEVICES)}, got {kind!r}")
     count = section.value("count", int, 1)
+    parallel = section.value("tensor_parallel", int, 1)
+    if parallel < 1:
+        raise ConfigError(f"{section.where('tensor_parallel')}: must be >= 1, got {parallel}")
     base = DEVICES[kind]
-    device = build(DeviceSpec, section.path, name=kind, peak_tflops=base.peak_tflops, hbm_tbps=base.hbm_tbps,
-                   memory_gb=base.memory_gb,
-                   host_link_gbytes_per_s=section.value("host_link_gbytes_per_s", float, base.host_link_gbytes_per_s),
+    link = section.value("host_link_gbytes_per_s", float, base.host_link_gbytes_per_s)
+    device = build(DeviceSpec, section.path, name=kind if parallel == 1 else f"{parallel}x{kind}",
+                   peak_tflops=base.peak_tflops * parallel, hbm_tbps=base.hbm_tbps * parallel,
+                   memory_gb=base.memory_gb * parallel, host_link_gbytes_per_s=link * parallel,
                    compute_efficiency=section.value("compute_efficiency", float, 1.0),
                    bandwidth_efficiency=section.value("bandwidth_efficiency", float, 1.0),
-                   step_overhead_s=section.value("step_overhead_ms", float, 0.0) / 1000)
+                   step_overhead_s=_ms(section, "step_overhead_ms") or 0.0,
+                   row_overhead_s=_ms(section, "row_overhead_ms") or 0.0)
     section.finish()
     return (device,) * count
