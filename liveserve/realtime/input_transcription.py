@@ -11,17 +11,27 @@ from stages.requests.speech_segments import WORD
 Emit = Callable[..., None]
 
 
-def stable_delta(sent: str, text: str, is_final: bool) -> str:
-    """What to send after `sent` given a transcript `text` of all the speech so far.
+def stable_delta(sent: str, text: str, is_final: bool, previous: str = "") -> str:
+    """What to send after `sent` given a transcript `text` of all the speech so far (`previous`: the
+    partial transcript before it).
 
-    A partial's words count up to the start of its last word, which may still grow or take
-    punctuation; the final counts whole. The delta is what extends `sent`; a transcript that
-    revises what was sent gives none (the completed event's transcript is the one to keep),
-    so the deltas of an item join to its transcript unless a partial was revised.
+    A partial's words count where the partial before it said the same words (local agreement: a word
+    Whisper heard once may change as more speech comes), up to the start of its last word, which may
+    still grow or take punctuation; the final counts whole. The delta is what extends `sent`; a
+    transcript that revises what was sent gives none (the completed event's transcript is the one to
+    keep), so the deltas of an item join to its transcript unless a partial was revised.
     """
-    words = list(WORD.finditer(text))
-    stable = text if is_final else text[: words[-1].start()] if words else ""
+    stable = text if is_final else _agreed(previous, text)
     return stable[len(sent):] if stable.startswith(sent) else ""
+
+
+def _agreed(previous: str, text: str) -> str:
+    """`text` up to the first of its words that `previous` does not have at that place, or its last word."""
+    said, words = [m.group() for m in WORD.finditer(previous)], list(WORD.finditer(text))
+    agreed = 0
+    while agreed < min(len(said), len(words) - 1) and said[agreed] == words[agreed].group():
+        agreed += 1
+    return text[: words[agreed].start()] if words else ""
 
 
 class InputTranscription:
@@ -38,12 +48,14 @@ class InputTranscription:
         self.emit, self.conversation = emit, conversation
         self.enabled = False
         self._sent: dict[str, str] = {}  # item id -> the text its deltas carried
+        self._partial: dict[str, str] = {}  # item id -> its last partial transcript
 
     def report(self, event: UserTranscript) -> None:
         if not self.enabled:
             return
         sent = self._sent.get(event.item_id, "")
-        delta = stable_delta(sent, event.text, event.is_final)
+        delta = stable_delta(sent, event.text, event.is_final, self._partial.get(event.item_id, ""))
+        self._partial[event.item_id] = event.text
         item = self.conversation.get(event.item_id)
         index = self._audio_index(item.content) if item is not None else 0
         if delta:
@@ -53,6 +65,7 @@ class InputTranscription:
         if not event.is_final:
             return
         self._sent.pop(event.item_id, None)
+        self._partial.pop(event.item_id, None)
         if item is not None:
             item.content = [{**part, "transcript": event.text} if part["type"] == "input_audio" else part
                             for part in item.content]

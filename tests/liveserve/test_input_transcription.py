@@ -10,16 +10,18 @@ from orchestrator.interaction_events import UserTranscript
 from test_protocol_schema import BETA, GA
 
 
-@pytest.mark.parametrize(("sent", "text", "is_final", "delta"), [
-    ("", "What is the", False, "What is "),  # the last word of a partial may still grow
-    ("What is ", "What is the capital.", False, "the "),
-    ("What is the ", "What is the capital of France?", True, "capital of France?"),  # the final counts whole
-    ("What is ", "Was it the capital", False, ""),  # a revision of what was sent: no delta
-    ("", "What", False, ""),
-    ("", "", True, ""),
+@pytest.mark.parametrize(("sent", "previous", "text", "is_final", "delta"), [
+    ("", "What is", "What is the", False, "What is "),  # the last word of a partial may still grow
+    ("", "", "What is the", False, ""),  # a first partial: nothing agreed on yet
+    ("What is ", "What is the", "What is the capital.", False, "the "),
+    ("What is ", "What is the capital on", "What is the capital of France", False, "the capital "),  # "on" heard once
+    ("What is the ", "", "What is the capital of France?", True, "capital of France?"),  # the final counts whole
+    ("What is ", "Was it", "Was it the capital", False, ""),  # a revision of what was sent: no delta
+    ("", "What", "What", False, ""),
+    ("", "", "", True, ""),
 ])
-def test_a_delta_extends_what_was_sent_by_the_words_a_transcript_settled(sent, text, is_final, delta):
-    assert stable_delta(sent, text, is_final) == delta
+def test_a_delta_extends_what_was_sent_by_the_words_two_partials_agree_on(sent, previous, text, is_final, delta):
+    assert stable_delta(sent, text, is_final, previous) == delta
 
 
 def test_deltas_join_to_the_transcript_and_completed_fills_the_items_audio_part():
@@ -34,7 +36,7 @@ def test_deltas_join_to_the_transcript_and_completed_fills_the_items_audio_part(
     conversation.add(Item("item_1", "user", [{"type": "input_audio", "transcript": None}]))
     transcription.report(UserTranscript("item_1", "What is the capital of France?", True, 2.0))
     deltas = [e["delta"] for e in events if e["type"].endswith(".delta")]
-    assert deltas == ["What ", "is the ", "capital ", "of France?"]
+    assert deltas == ["What is ", "the capital ", "of France?"]
     completed = events[-1]
     assert completed["type"] == "conversation.item.input_audio_transcription.completed"
     assert completed["transcript"] == "".join(deltas) and completed["usage"] == {"type": "duration", "seconds": 2.0}

@@ -72,9 +72,11 @@ def test_a_spoken_question_is_transcribed_and_answered_in_speech(voice_server):
     assert word_error_rate(QUESTION, completed["transcript"]) <= 0.17, completed["transcript"]
     assert completed["usage"]["type"] == "duration" and 2.0 < completed["usage"]["seconds"] < 4.5
     deltas = client.received("conversation.item.input_audio_transcription.delta")
-    # partial transcripts while the user spoke; their deltas join into a prefix of the transcript
-    assert types.index("conversation.item.input_audio_transcription.delta") < types.index("input_audio_buffer.speech_stopped")
-    assert completed["transcript"].startswith("".join(d["delta"] for d in deltas))
+    # partial transcripts gave deltas before the final's (while the user spoke, on an idle machine); they join
+    # into the transcript's first words, unless the final revised a word two partials had agreed on
+    assert len(deltas) >= 2 and types.index(deltas[0]["type"]) < types.index(completed["type"])
+    joined = "".join(d["delta"] for d in deltas).split()
+    assert word_error_rate(" ".join(completed["transcript"].split()[:len(joined)]), " ".join(joined)) <= 0.17, joined
     user_done = next(e for e in client.received("conversation.item.done") if e["item"]["role"] == "user")
     assert user_done["item"]["content"] == [{"type": "input_audio", "transcript": completed["transcript"]}]
     # the reply: the thinker's words in the transcript events, spoken in its audio
