@@ -22,10 +22,11 @@ from liveserve.audio_io import read_wav, resample  # noqa: E402
 from liveserve.realtime_client.clips import clips_dir  # noqa: E402
 from stages.commands import AddRequest, AppendInput  # noqa: E402
 from stages.config import SchedulerConfig  # noqa: E402
-from stages.factory import StageSpec, build_engine  # noqa: E402
+from stages.factory import build_engine  # noqa: E402
 from stages.models.asr_whisper import WhisperConfig  # noqa: E402
 from stages.models.tts_piper import SAMPLE_RATE, PiperVoiceConfig  # noqa: E402
 from stages.requests import ASRRequest, TTSRequest  # noqa: E402
+from stages.stage_spec import StageSpec  # noqa: E402
 
 REPLY = "The capital of France is Paris. It is a large city."
 

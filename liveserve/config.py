@@ -18,12 +18,13 @@ from liveserve.config_vllm import check_interpreter, read_backend
 from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from orchestrator.deployment import GPU_FORMAT, NO_GPUS, GPUNode, StageDeployment
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
-from stages.factory import PACKAGED, KVSpec, StageSpec, check_weights
+from stages.factory import check_weights
 from stages.kinds import StageKind
-from stages.policies import SCHEDULING_POLICIES
 from stages.models.gguf_llama import GGUFError
 from stages.models.model_package import ModelPackageError
 from stages.models.weights import CheckpointMismatch
+from stages.policies import SCHEDULING_POLICIES
+from stages.stage_spec import PACKAGED, KVSpec, StageSpec
 from stages.vllm_backend.args import VllmArgs
 
 DEFAULT_CONFIG = "voice-cpu"  # the product's: what `liveserve serve` and `run` load without --config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.deployment import GPUNode, StageDeployment
-from stages.factory import PACKAGED
+from stages.stage_spec import PACKAGED
 
 GPU_KEYS = ("tensor_parallel_size", "memory_fraction", "dtype")  # meaningful only with devices
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from liveserve.config_pipeline import require_absent
 from liveserve.config_reader import ConfigError, Section
-from stages.factory import BACKENDS
+from stages.stage_spec import BACKENDS
 from stages.vllm_backend.args import VllmArgs
 
 CHECKOUT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from orchestrator.stage_graph import StageGraph
 from stages.config import SamplingParams
-from stages.factory import StageSpec
 from stages.kinds import StageKind
+from stages.stage_spec import StageSpec
 from stages.validation import require_number, require_positive_ints
 
 ENCODER_FRAME_MS = 80  # one thinker audio token (12.5 Hz)

@@ -9,10 +9,11 @@ from typing import Protocol
 
 from stages.commands import Command
 from stages.engine import StageStatus
-from stages.factory import StageSpec, build_engine
+from stages.factory import build_engine
 from stages.interaction import InteractionView
 from stages.plan import StageOutput
 from stages.shared_device import SharedDevice
+from stages.stage_spec import StageSpec
 
 OutputSink = Callable[[str, list[StageOutput]], None]
 

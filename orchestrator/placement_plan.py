@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from orchestrator.deployment import GPUNode, StageDeployment
-from stages.factory import StageSpec, decoder_of, num_parameters
+from stages.factory import decoder_of, num_parameters
+from stages.stage_spec import StageSpec
 
 
 class PlanError(ValueError):

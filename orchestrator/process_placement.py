@@ -27,8 +27,8 @@ from orchestrator.stage_handle import StageProcess
 from orchestrator.stage_process import StageProcessArgs, serve_stage
 from orchestrator.wire import Channel
 from stages.commands import Command
-from stages.factory import StageSpec
 from stages.interaction import InteractionView
+from stages.stage_spec import StageSpec
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 5.0

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from orchestrator.placement import OutputSink, Placement, StageHandle
 from orchestrator.replica_set import ReplicaSet
-from stages.factory import StageSpec
 from stages.interaction import InteractionView
+from stages.stage_spec import StageSpec
 
 STICKY_KINDS = ("thinker",)  # the stage holding each session's resident context
 

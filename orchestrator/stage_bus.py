@@ -11,8 +11,8 @@ from orchestrator.placement import Placement, StageHandle
 from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
 from stages.commands import Command
 from stages.engine import StageStatus
-from stages.factory import StageSpec
 from stages.plan import StageOutput
+from stages.stage_spec import StageSpec
 
 
 class OutputHandler(Protocol):

@@ -13,8 +13,8 @@ from orchestrator.playback_board import BoardChange
 from orchestrator.wire import Channel
 from stages.commands import AbortRequest, AddRequest, Command
 from stages.engine import StageStatus
-from stages.factory import StageSpec
 from stages.plan import StageOutput
+from stages.stage_spec import StageSpec
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0

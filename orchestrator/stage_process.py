@@ -24,8 +24,9 @@ import torch
 from orchestrator.playback_board import PlaybackBoard
 from orchestrator.wire import Channel
 from stages.engine import StageEngine
-from stages.factory import StageSpec, build_engine
+from stages.factory import build_engine
 from stages.shared_device import SharedDevice
+from stages.stage_spec import StageSpec
 
 STATUS_PERIOD_S = 0.02
 PROCESS_PREFIX = "ls-"  # a stage process is named ls-<stage> in ps and /proc/<pid>/comm

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from kvtier import KVCacheManager, KVPoolConfig
 from stages.engine import StageEngine
-from stages.factory import StageSpec, build_residency, thinker_text
+from stages.factory import build_residency, thinker_text
 from stages.interaction import InteractionView
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.vocoder import VocoderConfig
@@ -19,6 +19,7 @@ from stages.shared_device import SharedDevice
 from stages.sim.cost_model import DeviceSpec, ModelShape
 from stages.sim.link_copier import LinkCopier
 from stages.sim.runner import Placeholders, SimulatedRunner
+from stages.stage_spec import StageSpec
 
 FILLER_WORD = " the"  # every token a simulated thinker generates
 

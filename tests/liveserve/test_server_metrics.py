@@ -6,10 +6,11 @@ from liveserve.bench.prometheus import parse_metrics
 from liveserve.realtime.metrics import ServerMetrics
 from stages.commands import AddRequest, SpeechPaused, SpeechStarted
 from stages.config import SamplingParams, SchedulerConfig
-from stages.factory import KVSpec, StageSpec, build_engine
+from stages.factory import build_engine
 from stages.interaction import InteractionView, PlaybackState
 from stages.models.decoder_config import DecoderConfig
 from stages.requests import ThinkerRequest, TurnInput
+from stages.stage_spec import KVSpec, StageSpec
 
 DECODER = DecoderConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=8,
                         intermediate_size=32, max_position=64)

@@ -7,12 +7,12 @@ import pytest
 from orchestrator.config import PipelineConfig
 from orchestrator.stage_graph import ChunkSizes, StageGraph
 from stages.config import SamplingParams, SchedulerConfig
-from stages.factory import KVSpec, StageSpec
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.talker import TalkerConfig
 from stages.models.tokenizer import TextTokenizer
 from stages.models.vocoder import VocoderConfig
+from stages.stage_spec import KVSpec, StageSpec
 
 SCHED = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=256)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import tiny_pipeline
+from tests.orchestrator.conftest import tiny_pipeline
 from orchestrator.deployment import GPUNode, StageDeployment
 from orchestrator.placement_plan import PlanError, plan_placement
 from stages.factory import num_parameters

@@ -16,10 +16,10 @@ from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnRequest
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.stage_graph import Edge, StageGraph
 from stages.config import SchedulerConfig
-from stages.factory import StageSpec
 from stages.kinds import StageKind
 from stages.models.asr_whisper import WhisperConfig
 from stages.models.tts_piper import PiperVoiceConfig
+from stages.stage_spec import StageSpec
 from tests.conftest import read_fixture
 from tests.orchestrator.conftest import tiny_pipeline
 from tests.stages.speech_harness import word_error_rate

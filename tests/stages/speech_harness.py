@@ -7,10 +7,11 @@ import time
 
 from stages.config import SchedulerConfig
 from stages.engine import StageEngine
-from stages.factory import StageSpec, build_engine
+from stages.factory import build_engine
 from stages.models.asr_whisper import WhisperConfig
 from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
+from stages.stage_spec import StageSpec
 
 SPELLED = {"mr": "mister", "mrs": "missus"}
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from stages.config import SchedulerConfig
-from stages.factory import StageSpec, build_engine, check_weights
+from stages.factory import build_engine, check_weights
 from stages.models.asr_whisper import WhisperConfig
 from stages.models.model_package import ModelPackageError
 from stages.models.tts_piper import PiperVoiceConfig
+from stages.stage_spec import StageSpec
 
 SPECS = {"asr": WhisperConfig(), "tts": PiperVoiceConfig()}
 WHAT = {"asr": "ASR model", "tts": "TTS voice"}

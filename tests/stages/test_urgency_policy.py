@@ -7,15 +7,16 @@ from scheduler_harness import BLOCK, FakeClock, chunks_of, make_kv, make_schedul
 
 from stages.config import SamplingParams, SchedulerConfig
 from stages.engine import StageEngine
-from stages.factory import KVSpec, StageSpec, build_engine
+from stages.factory import build_engine
 from stages.interaction import InteractionView, PlaybackState
 from stages.models.decoder_config import DecoderConfig
 from stages.policies import make_policy
 from stages.policies.fcfs import FCFSParams
 from stages.policies.urgency import UrgencyParams
+from stages.requests import RequestStatus, TurnInput
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
-from stages.requests import RequestStatus, TurnInput
+from stages.stage_spec import KVSpec, StageSpec
 
 NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
 

@@ -16,8 +16,9 @@ from liveserve.config import load_config
 from orchestrator.process_placement import ProcessPlacement
 from stages.commands import AddRequest, AppendInput
 from stages.config import SamplingParams, SchedulerConfig
-from stages.factory import KVSpec, build_engine, thinker_text
+from stages.factory import build_engine, thinker_text
 from stages.requests.thinker import ThinkerRequest, TurnInput
+from stages.stage_spec import KVSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = ("What is the capital of France?", "And of Italy?")
