@@ -31,6 +31,7 @@ from stages.models.vocoder import Vocoder, VocoderConfig
 from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
+from stages.policies import make_policy
 from stages.runners.asr import ASRRunner
 from stages.runners.base import ModelRunner
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
@@ -115,8 +116,9 @@ class StageSpec:
     writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
     its model from its installed package: it takes no checkpoint, KV or window.
     `backend` vllm (a thinker with `gguf` weights; `vllm` its engine arguments) computes the stage on
-    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV and orders the
-    requests (fcfs), so the stage has no `kv` or window and its scheduler section gives only budgets.
+    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV, so the stage has no
+    `kv` or window; its scheduler section gives the budgets and the policy: fcfs is vLLM's own scheduler,
+    another orders vLLM's queues every step (stages/vllm_backend/vllm_api.py, PolicyOrdering).
     """
 
     name: str
@@ -162,9 +164,6 @@ class StageSpec:
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
                                  "(set vllm.kv_cache_mib, vllm.block_size)")
-        if self.scheduler.policy != "fcfs":
-            raise ValueError(f"scheduler.policy: stage {self.name} on vllm is ordered by vLLM's own "
-                             f"scheduler (fcfs), not {self.scheduler.policy!r}")
 
     @property
     def interpreter(self) -> Path | None:
@@ -254,7 +253,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     """The stage's engine; its scheduler reads playback telemetry from `view` (None: none) and shares
     `device` (None: no one) with the other stages computing there."""
     if spec.backend == "vllm":
-        return build_vllm_thinker(spec, emit)
+        return build_vllm_thinker(spec, emit, clock, view, device)
     engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
@@ -274,14 +273,20 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     return engines[0]
 
 
-def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None]):
-    """The thinker on vLLM's engine (in this process: it must have vLLM), over the GGUF file's HF folder."""
+def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
+                       view: InteractionView | None, device: SharedDevice | None):
+    """The thinker on vLLM's engine (in this process: it must have vLLM), over the GGUF file's HF folder; a
+    policy other than fcfs (vLLM's own) orders vLLM's scheduler, reading `view` and `device`."""
     from stages.vllm_backend import vllm_api
     from stages.vllm_backend.engine import VllmThinkerEngine
     from stages.vllm_backend.hf_folder import hf_folder
 
-    engine = vllm_api.build_engine(hf_folder(spec.gguf, spec.vllm.cache_dir), spec.vllm, spec.scheduler, spec.seed)
-    return VllmThinkerEngine(spec.name, engine, emit)
+    policy = make_policy(spec.scheduler, view, None, device) if spec.scheduler.policy != "fcfs" else None
+    engine = vllm_api.build_engine(hf_folder(spec.gguf, spec.vllm.cache_dir), spec.vllm, spec.scheduler, spec.seed,
+                                   ordered=policy is not None)
+    if policy is not None:
+        vllm_api.order_by(engine, policy, clock)
+    return VllmThinkerEngine(spec.name, engine, emit, policy)
 
 
 def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:
