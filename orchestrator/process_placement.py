@@ -11,15 +11,14 @@ interpreter (the vLLM backend's venv) runs in a process of that interpreter inst
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import multiprocessing
 import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import replace
 
+from orchestrator.device_board import DeviceBoardMemory
 from orchestrator.interpreter_process import spawn_in_interpreter
 from orchestrator.placement import OutputSink, Placement, StageHandle
 from orchestrator.playback_board import PlaybackBoard
@@ -60,6 +59,7 @@ class ProcessPlacement(Placement):
         self._spawn_args: dict[str, StageProcessArgs] = {}
         self._restarts: dict[str, deque[float]] = defaultdict(deque)
         self._context = None
+        self._device_board: DeviceBoardMemory | None = None
 
     def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float],
               view: InteractionView | None = None) -> dict[str, StageHandle]:
@@ -69,7 +69,7 @@ class ProcessPlacement(Placement):
             raise TypeError(f"stage processes mirror a PlaybackBoard, not a {type(view).__name__}")
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["orchestrator.stage_process"])
-        slots = self._context.RawArray(ctypes.c_bool, len(specs))
+        self._device_board = DeviceBoardMemory(len(specs))
         level = logging.getLogger().getEffectiveLevel()
         self._board = view
         if view is not None:
@@ -77,7 +77,7 @@ class ProcessPlacement(Placement):
         handles = {}
         try:
             for slot, spec in enumerate(specs):
-                self._spawn_args[spec.name] = StageProcessArgs(spec, slots, slot, self.torch_threads, level)
+                self._spawn_args[spec.name] = StageProcessArgs(spec, len(specs), slot, self.torch_threads, level)
                 handle = StageProcess(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), self, self._on_death)
                 handle.attach(*self._spawn(spec.name))
                 self._handles.append(handle)
@@ -94,13 +94,16 @@ class ProcessPlacement(Placement):
 
     def _spawn(self, name: str) -> tuple[multiprocessing.Process, Channel]:
         args = self._spawn_args[name]
-        if args.spec.interpreter is not None:  # its own copy of the device board: see interpreter_process
-            return spawn_in_interpreter(args.spec.interpreter, replace(args, device_slots=list(args.device_slots)))
+        if args.spec.interpreter is not None:
+            process, channel = spawn_in_interpreter(args.spec.interpreter, args)
+            self._device_board.send(channel.connection, process.pid)
+            return process, channel
         parent_end, child_end = self._context.Pipe()
         process = self._context.Process(target=serve_stage, args=(args, child_end), name=f"liveserve-{name}",
                                         daemon=True)
         process.start()
         child_end.close()
+        self._device_board.send(parent_end, process.pid)
         return process, Channel(parent_end)
 
     def _on_death(self, handle: StageProcess) -> None:
@@ -162,3 +165,5 @@ class ProcessPlacement(Placement):
         for handle in self._handles:
             handle.join(STOP_TIMEOUT_S)
         self._handles.clear()
+        if self._device_board is not None:
+            self._device_board.close()

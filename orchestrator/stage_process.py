@@ -15,12 +15,12 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import MutableSequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import torch
 
+from orchestrator.device_board import receive_slots
 from orchestrator.playback_board import PlaybackBoard
 from orchestrator.wire import Channel
 from stages.engine import StageEngine
@@ -44,11 +44,12 @@ def name_process(name: str) -> None:
 
 @dataclass(frozen=True)
 class StageProcessArgs:
-    """What a stage process is started with: its spec, its slot of the device board, and the
-    process's torch threads and log level."""
+    """What a stage process is started with: its spec, the size of the device board and its slot there
+    (the board itself comes down the pipe first: DeviceBoardMemory), and the process's torch threads and
+    log level."""
 
     spec: StageSpec
-    device_slots: MutableSequence[bool]
+    num_device_slots: int
     slot: int
     torch_threads: int
     log_level: int
@@ -61,6 +62,7 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
     logging.basicConfig(level=args.log_level, format="%(levelname)s:%(name)s:%(message)s")
     torch.set_num_threads(args.torch_threads)
     channel, board = Channel(connection), PlaybackBoard(time.monotonic)
+    device = SharedDevice(receive_slots(connection, args.num_device_slots), args.slot)
 
     def emit(outputs: list) -> None:
         try:
@@ -69,7 +71,7 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
             pass
 
     try:
-        engine = build_engine(args.spec, emit, time.monotonic, board, SharedDevice(args.device_slots, args.slot))
+        engine = build_engine(args.spec, emit, time.monotonic, board, device)
     except Exception as exc:  # the parent raises it; a start-up error ends this process
         try:
             channel.send(("failed", exc))

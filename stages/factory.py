@@ -27,6 +27,7 @@ from stages.models.vocoder import Vocoder
 from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
+from stages.policies import make_policy
 from stages.runners.asr import ASRRunner
 from stages.runners.base import ModelRunner
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
@@ -39,6 +40,157 @@ from stages.stage_spec import PACKAGED, StageSpec
 from stages.step_trace import StepTrace
 
 log = logging.getLogger(__name__)
+<<<<<<< HEAD
+=======
+KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
+PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
+BACKENDS = ("native", "vllm")
+
+
+@dataclass(frozen=True)
+class KVSpec:
+    """A stage's KV: device blocks, and the host tier behind them; block shapes come from the model.
+
+    `eviction` names the tier policy: `none` (no host tier: memory pressure preempts
+    and recomputes), `lru` or `next_use` (a host tier of `host_blocks` blocks, 0 =
+    4x the device pool; copies paced to `emulated_link_gbps` gigabits/s when set).
+    `preload` loads offloaded KV back once the user goes quiet before the end of a turn
+    (`preload_at` "pause", the default: a speaking user's KV stays off the device until
+    then) or as soon as they start speaking ("speech_start"); warmed KV stays protected
+    for at most `warm_protect_s`. `idle_offload_s` (next_use with preload
+    only; null: off) moves a dormant session's KV to the host whenever its next use
+    is predicted further away than that, memory pressure or not.
+    """
+
+    num_blocks: int = 1024
+    block_size: int = 16
+    eviction: str = "none"
+    host_blocks: int = 0
+    emulated_link_gbps: float | None = None
+    preload: bool = False
+    preload_at: str = "pause"
+    warm_protect_s: float = 5.0
+    idle_offload_s: float | None = None
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "num_blocks", "block_size")
+        if self.eviction not in EVICTION_POLICIES.names():
+            raise ValueError(f"eviction must be one of {EVICTION_POLICIES.names()}, got {self.eviction!r}")
+        if not isinstance(self.host_blocks, int) or isinstance(self.host_blocks, bool) or self.host_blocks < 0:
+            raise ValueError(f"host_blocks must be an integer >= 0, got {self.host_blocks!r}")
+        require_number(self, "warm_protect_s", lambda v: 0 <= v < math.inf, "a finite number >= 0")
+        if self.emulated_link_gbps is not None:
+            require_number(self, "emulated_link_gbps", lambda v: 0 < v < math.inf, "a finite number > 0 or null")
+        if not isinstance(self.preload, bool):
+            raise ValueError(f"preload must be true or false, got {self.preload!r}")
+        if self.preload_at not in PRELOAD_TRIGGERS:
+            raise ValueError(f"preload_at must be one of {PRELOAD_TRIGGERS}, got {self.preload_at!r}")
+        if self.eviction == "none" and (self.preload or self.host_blocks):
+            raise ValueError("preload and host_blocks need a host tier: set eviction to lru or next_use")
+        if self.idle_offload_s is not None:
+            require_number(self, "idle_offload_s", lambda v: 0 <= v < math.inf, "a finite number >= 0 or null")
+            if self.eviction != "next_use" or not self.preload:
+                raise ValueError("idle_offload_s needs eviction next_use with preload (speech brings the KV back)")
+
+    @property
+    def host(self) -> HostTierConfig | None:
+        if self.eviction == "none":
+            return None
+        return HostTierConfig(self.host_blocks or 4 * self.num_blocks, self.emulated_link_gbps, self.warm_protect_s)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """Everything needed to start one replica of one stage.
+
+    `window` (thinker and talker; None: unbounded) bounds what each request attends to
+    and keeps in KV; it takes no host tier, and the pool must hold one request's sinks,
+    window and largest chunk. `gguf` (thinker only): a Llama GGUF file whose weights (and shape, in
+    `model`) the thinker takes, instead of seeded ones or a `checkpoint`. `threads` is how many intra-op threads the stage's steps
+    compute with (None: the process default): stages computing at once on a few cores
+    each with all of them oversubscribe the cores (for asr and tts, CTranslate2's and
+    onnxruntime's threads, fixed when the model loads). `trace_path`: where the engine
+    writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
+    its model from its installed package: it takes no checkpoint, KV or window.
+    `backend` vllm (a thinker with `gguf` weights; `vllm` its engine arguments) computes the stage on
+    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV, so the stage has no
+    `kv` or window; its scheduler section gives the budgets and the policy: fcfs is vLLM's own scheduler,
+    another orders vLLM's queues every step (stages/vllm_backend/vllm_api.py, PolicyOrdering).
+    """
+
+    name: str
+    kind: str
+    model: AudioEncoderConfig | DecoderConfig | TalkerConfig | VocoderConfig | WhisperConfig | PiperVoiceConfig
+    scheduler: SchedulerConfig
+    kv: KVSpec | None = None
+    seed: int = 0
+    checkpoint: Path | None = None
+    gguf: Path | None = None
+    window: WindowSpec | None = None
+    threads: int | None = None
+    trace_path: Path | None = None
+    backend: str = "native"
+    vllm: VllmArgs | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "vllm":
+            self._check_vllm()
+            return
+        if self.threads is not None:
+            require_positive_ints(self, "threads")
+        if self.gguf is not None and (self.kind != "thinker" or self.checkpoint is not None):
+            raise ValueError(f"stage {self.name!r}: gguf weights are a thinker's, instead of a checkpoint")
+        if self.kind in ("thinker", "talker") and self.kv is None:
+            raise ValueError(f"stage {self.name!r} ({self.kind}) needs a kv section")
+        if self.kind in PACKAGED:
+            self._check_packaged()
+        if self.window is not None:
+            self._check_window()
+
+    def _check_vllm(self) -> None:
+        if self.kind != "thinker" or self.gguf is None:
+            raise ValueError(f"backend: vllm serves a thinker with gguf weights (model.thinker.gguf); "
+                             f"stage {self.name} is a {self.kind}{'' if self.gguf else ' without them'}")
+        if self.vllm is None or self.vllm.python is None or self.vllm.cache_dir is None:
+            raise ValueError(f"backend: stage {self.name} on vllm needs its vllm arguments with python and cache_dir")
+        for name in ("kv", "window", "checkpoint"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
+                                 "(set vllm.kv_cache_mib, vllm.block_size)")
+
+    @property
+    def interpreter(self) -> Path | None:
+        """The Python that must run this stage's process (None: any process of the server's)."""
+        return self.vllm.python if self.backend == "vllm" else None
+
+    def _check_packaged(self) -> None:
+        if not isinstance(self.model, PACKAGED[self.kind]):
+            raise ValueError(f"model: stage {self.name!r} ({self.kind}) takes a {PACKAGED[self.kind].__name__}, "
+                             f"got {type(self.model).__name__}")
+        for name in ("checkpoint", "kv", "window"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: stage {self.name!r} ({self.kind}) loads its model from its package "
+                                 f"and has no {name}")
+
+    def _check_window(self) -> None:
+        if self.kv is None:
+            raise ValueError(f"window: stage {self.name!r} ({self.kind}) has no KV to bound")
+        if self.kv.eviction != "none":
+            raise ValueError(f"window cannot be combined with kv.eviction {self.kv.eviction!r} (a host KV tier); "
+                             "set kv.eviction to none or remove the window")
+        size, window, chunk = self.kv.block_size, self.window, self.scheduler.max_num_batched_tokens
+        need = blocks_for(window.sinks, size) + blocks_for(window.tokens + chunk, size) + 1
+        if need > self.kv.num_blocks:
+            raise ValueError(f"window: sinks {window.sinks} + tokens {window.tokens} + a chunk of "
+                             f"scheduler.max_num_batched_tokens ({chunk}) need {need} KV blocks; "
+                             f"kv.num_blocks is {self.kv.num_blocks}")
+
+
+>>>>>>> vllm2
 MODELS = {"encoder": AudioEncoder, "thinker": LlamaForCausalLM, "talker": TalkerModel, "vocoder": Vocoder}
 
 
@@ -99,7 +251,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     """The stage's engine; its scheduler reads playback telemetry from `view` (None: none) and shares
     `device` (None: no one) with the other stages computing there."""
     if spec.backend == "vllm":
-        return build_vllm_thinker(spec, emit)
+        return build_vllm_thinker(spec, emit, clock, view, device)
     engines: list[StageEngine] = []  # the KV tier wakes the engine, which does not exist yet
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
@@ -119,14 +271,20 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
     return engines[0]
 
 
-def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None]):
-    """The thinker on vLLM's engine (in this process: it must have vLLM), over the GGUF file's HF folder."""
+def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
+                       view: InteractionView | None, device: SharedDevice | None):
+    """The thinker on vLLM's engine (in this process: it must have vLLM), over the GGUF file's HF folder; a
+    policy other than fcfs (vLLM's own) orders vLLM's scheduler, reading `view` and `device`."""
     from stages.vllm_backend import vllm_api
     from stages.vllm_backend.engine import VllmThinkerEngine
     from stages.vllm_backend.hf_folder import hf_folder
 
-    engine = vllm_api.build_engine(hf_folder(spec.gguf, spec.vllm.cache_dir), spec.vllm, spec.scheduler, spec.seed)
-    return VllmThinkerEngine(spec.name, engine, emit)
+    policy = make_policy(spec.scheduler, view, None, device) if spec.scheduler.policy != "fcfs" else None
+    engine = vllm_api.build_engine(hf_folder(spec.gguf, spec.vllm.cache_dir), spec.vllm, spec.scheduler, spec.seed,
+                                   ordered=policy is not None)
+    if policy is not None:
+        vllm_api.order_by(engine, policy, clock)
+    return VllmThinkerEngine(spec.name, engine, emit, policy)
 
 
 def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:

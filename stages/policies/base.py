@@ -4,16 +4,39 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kvtier.registry import Registry
-from stages.requests.base import StageRequest
+from stages.requests.base import RequestStatus
 
 if TYPE_CHECKING:
     from kvtier import KVCacheManager
     from stages.config import SchedulerConfig
     from stages.interaction import InteractionView
     from stages.shared_device import SharedDevice
+
+
+class Orderable(Protocol):
+    """What a policy reads of a request it orders. A StageRequest is one; so is another engine's request
+    (vLLM's) described by LiveServe's request id, the key of the stage's InteractionView."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def status(self) -> RequestStatus: ...
+
+    @property
+    def arrival_time(self) -> float: ...
+
+    @property
+    def ready_since(self) -> float | None: ...
+
+    @property
+    def is_speculative(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Orderable)
 
 
 class SchedulingPolicy(ABC):
@@ -26,7 +49,8 @@ class SchedulingPolicy(ABC):
     its device (None: it shares the device with no one).
 
     Contract:
-    - `order(requests, now)` gets the requests with pending work, each with
+    - `order(requests, now)` gets the requests with pending work (Orderable: the stage's
+      StageRequests, or vLLM's requests at a thinker on vLLM), each with
       `ready_since` set, and returns the ones to serve this round, most urgent
       first, each at most once, without mutating any. The scheduler admits in
       exactly this order while its budgets last, and preempts from the end of it.
@@ -60,7 +84,7 @@ class SchedulingPolicy(ABC):
         self.resume_at: dict[str, float] = {}
 
     @abstractmethod
-    def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
+    def order(self, requests: Sequence[R], now: float) -> list[R]:
         """The requests to serve this round, most urgent first; the rest are held."""
 
     @property

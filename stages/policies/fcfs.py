@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.policies.base import SchedulingPolicy
-from stages.requests.base import RequestStatus, StageRequest
+from stages.policies.base import R, SchedulingPolicy
+from stages.requests.base import RequestStatus
 
 
 @dataclass(frozen=True)
@@ -21,5 +21,5 @@ class FCFSPolicy(SchedulingPolicy):
     free blocks that running ones are about to grow into (preemption churn).
     """
 
-    def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
+    def order(self, requests: Sequence[R], now: float) -> list[R]:
         return sorted(requests, key=lambda r: (r.status is RequestStatus.WAITING, r.arrival_time))

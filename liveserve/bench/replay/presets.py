@@ -17,6 +17,9 @@ reported, never run as something else.
 | `liveserve-lru` | urgency | host tier, LRU eviction | on |
 | `liveserve-nopreload` | urgency | host tier, next-use eviction | off |
 | `liveserve-nooffload` | urgency | none | - |
+
+A thinker on vLLM (`backend: vllm`) keeps its KV in vLLM: a preset without KV offload sets only its
+scheduler (fcfs is vLLM's own, urgency orders vLLM's scheduler); one with offload is refused there.
 """
 
 from __future__ import annotations
@@ -41,12 +44,17 @@ class Preset:
     preload: bool = False
     idle_offload_s: float | None = None
 
-    def overrides(self, stage_kinds: tuple[str, ...]) -> tuple[Override, ...]:
-        """The settings this preset makes, stage by stage, for a graph of `stage_kinds`."""
+    def overrides(self, stage_kinds: tuple[str, ...], on_vllm: frozenset[str] = frozenset()) -> tuple[Override, ...]:
+        """The settings this preset makes, stage by stage, for a graph of `stage_kinds`, those in `on_vllm` on
+        vLLM (their KV set only when the preset offloads, for the config loader to refuse)."""
         kv = {"eviction": self.eviction, "preload": self.preload, "idle_offload_s": self.idle_offload_s}
+        kv_stages = [kind for kind in KV_STAGES if kind in stage_kinds and (kind not in on_vllm or self.offloads)]
         return (*(Override(("stages", kind, "scheduler", "policy"), self.scheduler) for kind in stage_kinds),
-                *(Override(("stages", kind, "kv", key), value)
-                  for kind in KV_STAGES if kind in stage_kinds for key, value in kv.items()))
+                *(Override(("stages", kind, "kv", key), value) for kind in kv_stages for key, value in kv.items()))
+
+    @property
+    def offloads(self) -> bool:
+        return self.eviction != "none"
 
     @property
     def components(self) -> str:
@@ -78,7 +86,9 @@ def preset_overrides(name: str, data: object, source: Path) -> tuple[Override, .
     """Preset `name`'s settings for the stages of raw config `data`'s graph (ConfigError if the graph is invalid)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    return _preset(name).overrides(read_graph(Section(data, "")).kinds)
+    stages = data.get("stages") if isinstance(data.get("stages"), dict) else {}
+    on_vllm = frozenset(kind for kind, stage in stages.items() if isinstance(stage, dict) and stage.get("backend") == "vllm")
+    return _preset(name).overrides(read_graph(Section(data, "")).kinds, on_vllm)
 
 
 def derive_config(name: str, data: object, source: Path) -> tuple[dict, LiveServeConfig]:
