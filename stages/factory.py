@@ -28,6 +28,7 @@ from stages.models.weights import check_checkpoint, init_deterministic, load_che
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
 from stages.policies import make_policy
+from stages.policies import make_policy
 from stages.runners.asr import ASRRunner
 from stages.runners.base import ModelRunner
 from stages.runners.decoder import TalkerRunner, ThinkerRunner

@@ -90,8 +90,9 @@ class StageSpec:
     writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
     its model from its installed package: it takes no checkpoint, KV or window.
     `backend` vllm (a thinker with `gguf` weights; `vllm` its engine arguments) computes the stage on
-    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV and orders the
-    requests (fcfs), so the stage has no `kv` or window and its scheduler section gives only budgets.
+    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV, so the stage has no
+    `kv` or window; its scheduler section gives the budgets and the policy: fcfs is vLLM's own scheduler,
+    another orders vLLM's queues every step (stages/vllm_backend/vllm_api.py, PolicyOrdering).
     """
 
     name: str
@@ -137,9 +138,6 @@ class StageSpec:
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
                                  "(set vllm.kv_cache_mib, vllm.block_size)")
-        if self.scheduler.policy != "fcfs":
-            raise ValueError(f"scheduler.policy: stage {self.name} on vllm is ordered by vLLM's own "
-                             f"scheduler (fcfs), not {self.scheduler.policy!r}")
 
     @property
     def interpreter(self) -> Path | None:
