@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import queue
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,3 +74,18 @@ class Wake:
 
 
 Command = AddRequest | AppendInput | AbortRequest | StopGeneration | SpeechStarted | SpeechPaused | Wake
+
+
+def queued_batches(commands: queue.SimpleQueue, wait_s: float = 0.0) -> Iterator[list[Command]]:
+    """The batches of commands queued on an engine's `commands`, in order, until none is left; the first
+    waited for up to `wait_s` seconds (0: not at all)."""
+    try:
+        batch = commands.get(timeout=wait_s) if wait_s else commands.get_nowait()
+    except queue.Empty:
+        return
+    while True:
+        yield batch
+        try:
+            batch = commands.get_nowait()
+        except queue.Empty:
+            return

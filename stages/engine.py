@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from stages.commands import (
-    AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration, Wake,
+    AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration, Wake, queued_batches,
 )
 from stages.plan import RunnerOutput, SchedulerPlan, StageOutput
 from stages.runners.base import ModelRunner
@@ -149,18 +149,11 @@ class StageEngine:
         self.stats.last_batch_size = batch_size
 
     def _apply_commands(self, wait_s: float = 0.0) -> None:
-        try:
-            batch = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
-        except queue.Empty:
-            return
-        self._integrate_residency()  # commands may free blocks: what was held until now counts first
-        while True:
+        for number, batch in enumerate(queued_batches(self._commands, wait_s)):
+            if not number:
+                self._integrate_residency()  # commands may free blocks: what was held until now counts first
             for command in batch:
                 self._apply(command)
-            try:
-                batch = self._commands.get_nowait()
-            except queue.Empty:
-                return
 
     def _apply(self, command: Command) -> None:
         scheduler = self.scheduler

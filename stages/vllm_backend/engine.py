@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import torch
 
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration, queued_batches
 from stages.engine import HELD_WAIT_S, IDLE_WAIT_S, StageStatus
 from stages.plan import StageOutput
 from stages.policies.base import SchedulingPolicy
@@ -102,17 +102,9 @@ class VllmThinkerEngine:
         return outputs
 
     def _apply_commands(self, wait_s: float) -> None:
-        try:
-            batch = self._commands.get(timeout=wait_s) if wait_s else self._commands.get_nowait()
-        except queue.Empty:
-            return
-        while True:
+        for batch in queued_batches(self._commands, wait_s):
             for command in batch:
                 self._apply(command)
-            try:
-                batch = self._commands.get_nowait()
-            except queue.Empty:
-                return
 
     def _apply(self, command: Command) -> None:
         try:
