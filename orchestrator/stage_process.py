@@ -58,8 +58,13 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
     name_process(f"{PROCESS_PREFIX}{args.spec.name}")
     logging.basicConfig(level=args.log_level, format="%(levelname)s:%(name)s:%(message)s")
+    run_stage(args, Channel(connection))
+
+
+def run_stage(args: StageProcessArgs, channel: Channel) -> None:
+    """Build the engine and serve `channel` on this thread until told to stop or the channel closes."""
     torch.set_num_threads(args.torch_threads)
-    channel, board = Channel(connection), PlaybackBoard(time.monotonic)
+    board = PlaybackBoard(time.monotonic)
 
     def emit(outputs: list) -> None:
         try:
