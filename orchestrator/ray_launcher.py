@@ -4,21 +4,23 @@ socket on the server's node, TCP to another node), never through Ray's object st
 
 Every GPU node the config uses is one placement group of one bundle per GPU (STRICT_PACK, so on one
 node), holding the whole node: a replica goes in the bundle of its first GPU, taking its memory fraction
-of it (or all of it), and sees the GPUs the config gives it (CUDA_VISIBLE_DEVICES is set from `devices`;
-Ray is told not to set it). Replicas on the CPU run on the server's node. Node 0's group is asked for on
-the server's node.
+of it (or all of it), and sees the GPUs the config gives it (the actor sets CUDA_VISIBLE_DEVICES from
+`devices` over what Ray set, before anything starts CUDA). Replicas on the CPU run on the server's node. Node 0's group is asked for on
+the server's node. Stages computing on one device of the server's node share a SharedDevice board in
+shared memory (so that the urgency policy yields across them, as with stage processes).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import MutableSequence, Sequence
 from multiprocessing.connection import Client
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.placement_group import PlacementGroup, placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from orchestrator.deployment import StageDeployment
@@ -27,6 +29,7 @@ from orchestrator.ray_layout import RaySettings, ReplicaSlot, lay_out
 from orchestrator.ray_stage_actor import StageActor
 from orchestrator.stage_handle import START_TIMEOUT_S
 from orchestrator.stage_launcher import StageLauncher
+from orchestrator.shared_slots import SharedSlots
 from orchestrator.stage_process import StageProcessArgs
 from orchestrator.wire import Channel
 
@@ -42,9 +45,11 @@ class RayLauncher(StageLauncher):
 
     def __init__(self, settings: RaySettings, deployments: Sequence[StageDeployment] = ()) -> None:
         self.settings, self.deployments = settings, tuple(deployments)
-        self._args: dict[str, StageProcessArgs] = {}
+        self.stage_args: dict[str, StageProcessArgs] = {}  # what each stage's actor serves it with
         self._slots: dict[str, ReplicaSlot] = {}
         self._groups: dict[int, PlacementGroup] = {}
+        self._boards: list[SharedSlots] = []
+        self._starting: dict[str, tuple] = {}
         self._started_ray = False
         self._server_node = ""
         self.node_ids: dict[str, str] = {}  # the Ray node each stage's actor runs on
@@ -64,7 +69,27 @@ class RayLauncher(StageLauncher):
         if on_gpus:
             log.warning("placed on GPUs (node: GPUs): %s; this build's engines compute on the CPU there",
                         ", ".join(f"{name} ({slot.node}: {slot.cuda_visible_devices})" for name, slot in on_gpus.items()))
-        self._args = {spec.name: StageProcessArgs(spec, [False], 0, torch_threads, log_level) for spec in specs}
+        boards = self._share_boards([spec.name for spec in specs])
+        self.stage_args = {spec.name: StageProcessArgs(spec, *boards[spec.name], torch_threads, log_level) for spec in specs}
+        self._starting = {spec.name: self._start_actor(spec.name) for spec in specs}  # all at once; spawn waits
+
+    def _share_boards(self, names: list[str]) -> dict[str, tuple[MutableSequence[bool], int]]:
+        """Each stage's SharedDevice slots and its slot: the stages computing on one device of the server's
+        node (the CPU, or a replica's first GPU) share a board in shared memory; a stage on another node has
+        one of its own."""
+        devices = defaultdict(list)
+        for name in names:
+            slot = self._slots.get(name, ReplicaSlot())
+            if slot.node is None or self._node_of_group(slot.node) == self._server_node:
+                devices[(slot.node, slot.gpus[:1])].append(name)
+        boards = {name: ([False], 0) for name in names}
+        for sharing in devices.values():
+            self._boards.append(SharedSlots.create(len(sharing)))
+            boards.update({name: (self._boards[-1], index) for index, name in enumerate(sharing)})
+        return boards
+
+    def _node_of_group(self, node: int) -> str:
+        return placement_group_table(self._groups[node])["bundles_to_node_id"][0]
 
     def _connect(self) -> None:
         if ray.is_initialized():
@@ -72,6 +97,8 @@ class RayLauncher(StageLauncher):
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
         sizes = {} if self.settings.address is not None else {"num_cpus": self.settings.num_cpus,
                                                               "num_gpus": self.settings.num_gpus}
+        if self.settings.address is None:  # Ray's workers run at nice 15 unless told: under load, 2x slower steps
+            sizes["_system_config"] = {"worker_niceness": 0}
         ray.init(address=self.settings.address, _node_ip_address=self.settings.node_ip_address,
                  include_dashboard=False, configure_logging=False, **sizes)
         self._started_ray = True
@@ -86,20 +113,21 @@ class RayLauncher(StageLauncher):
         return group
 
     def spawn(self, name):
-        slot = self._slots.get(name, ReplicaSlot())
-        actor = RemoteStageActor.options(
-            num_cpus=0, num_gpus=slot.num_gpus, scheduling_strategy=self._strategy(slot),
-            runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": slot.cuda_visible_devices,
-                                      "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}},
-        ).remote(self._args[name].log_level)
-        authkey = os.urandom(32)
+        actor, listening, authkey = self._starting.pop(name, None) or self._start_actor(name)
         try:
-            address, pid, self.node_ids[name] = ray.get(actor.serve.remote(self._args[name], authkey, self._server_node),
-                                   timeout=START_TIMEOUT_S)
+            address, pid, self.node_ids[name], visible = ray.get(listening, timeout=START_TIMEOUT_S)
         except GetTimeoutError:
             ray.kill(actor)
             raise TimeoutError(f"stage {name!r}: Ray did not start its actor within {START_TIMEOUT_S:g} s") from None
-        return RayStage(actor, pid), Channel(Client(address, authkey=authkey))
+        return RayStage(actor, pid, visible), Channel(Client(address, authkey=authkey))
+
+    def _start_actor(self, name: str) -> tuple:
+        """Ask Ray for the stage's actor, listening for the server with a fresh key; it starts meanwhile."""
+        slot = self._slots.get(name, ReplicaSlot())
+        actor = RemoteStageActor.options(num_cpus=0, num_gpus=slot.num_gpus, scheduling_strategy=self._strategy(slot)
+                                         ).remote(self.stage_args[name].log_level, slot.cuda_visible_devices)
+        authkey = os.urandom(32)
+        return actor, actor.serve.remote(self.stage_args[name], authkey, self._server_node), authkey
 
     def _strategy(self, slot: ReplicaSlot):
         if slot.node is None:
@@ -107,6 +135,12 @@ class RayLauncher(StageLauncher):
         return PlacementGroupSchedulingStrategy(self._groups[slot.node], placement_group_bundle_index=slot.bundle)
 
     def close(self) -> None:
+        for actor, *_ in self._starting.values():  # a start that failed part way
+            ray.kill(actor)
+        self._starting.clear()
+        for board in self._boards:
+            board.close()
+        self._boards.clear()
         if not ray.is_initialized():
             return
         for group in self._groups.values():
@@ -124,10 +158,10 @@ def gpu_nodes() -> tuple[int, int]:
 
 
 class RayStage:
-    """A StageWorker over a StageActor."""
+    """A StageWorker over a StageActor, whose process sees `visible_devices` (CUDA_VISIBLE_DEVICES)."""
 
-    def __init__(self, actor, pid: int) -> None:
-        self.actor, self.pid = actor, pid
+    def __init__(self, actor, pid: int, visible_devices: str) -> None:
+        self.actor, self.pid, self.visible_devices = actor, pid, visible_devices
         self._ended = False
 
     def join(self, timeout_s: float) -> None:

@@ -26,8 +26,9 @@ from tests.orchestrator.test_replicas import kill_one_replica_mid_turn, turns_on
 if [name for _, name in socket.if_nameindex()] != ["lo"]:
     raise RuntimeError("refusing to start Ray outside a network namespace with only loopback up")
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-LOGICAL = {"num_cpus": 2, "num_gpus": 4, "include_dashboard": False, "_node_ip_address": LOOPBACK}
-SHARING_GPU_1 = (StageDeployment("thinker", devices=((1,),), memory_fraction=0.5),
+LOGICAL = {"num_cpus": 2, "num_gpus": 4, "include_dashboard": False, "_node_ip_address": LOOPBACK,
+           "_system_config": {"worker_niceness": 0}}
+SHARING_GPU_1 = (StageDeployment("thinker", devices=((1, 2),), memory_fraction=0.5),  # Ray would show it one GPU
                  StageDeployment("talker", devices=((1,),), memory_fraction=0.5))
 
 
@@ -49,14 +50,9 @@ def decode_address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Ad
     return getattr(address, "ipv4_mapped", None) or address
 
 
-def environ(pid: int) -> dict[str, str]:
-    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
-
-
 class SeenAtStop(Placement):
-    """Another placement, noting just before it stops each stage process's environment and where this
-    namespace's sockets listen."""
+    """Another placement, noting just before it stops the GPUs each stage process sees and its niceness, and
+    where this namespace's sockets listen."""
 
     def __init__(self, inner: Placement) -> None:
         self.inner = inner
@@ -66,7 +62,8 @@ class SeenAtStop(Placement):
         return self.handles
 
     def stop(self) -> None:
-        self.environ = {name: environ(handle.process.pid) for name, handle in self.handles.items()}
+        self.visible_devices = {name: handle.process.visible_devices for name, handle in self.handles.items()}
+        self.niceness = {os.getpriority(os.PRIO_PROCESS, handle.process.pid) for handle in self.handles.values()}
         self.listening = listening_addresses()
         self.inner.stop()
 
@@ -85,8 +82,10 @@ def test_a_turn_on_ray_actors_equals_the_same_turn_on_stage_processes_and_ray_li
     assert text[0] == text[1]
     assert audio[0].shape == audio[1].shape and np.allclose(audio[0], audio[1], atol=1e-4)
     # the config's devices, not Ray's choice: thinker and talker share GPU 1, the others see none
-    seen = {name: env["CUDA_VISIBLE_DEVICES"] for name, env in on_ray.environ.items()}
-    assert seen == {"encoder": "", "thinker": "1", "talker": "1", "vocoder": ""}
+    assert on_ray.visible_devices == {"encoder": "", "thinker": "1,2", "talker": "1", "vocoder": ""}
+    assert on_ray.niceness == {os.nice(0)}  # as the server's, not Ray's nice 15 for workers
+    boards = {name: (id(args.device_slots), args.slot) for name, args in launcher.stage_args.items()}
+    assert boards["encoder"][0] == boards["vocoder"][0] != boards["thinker"][0] == boards["talker"][0]
     assert on_ray.listening and on_ray.listening <= {LOOPBACK}  # Ray's and the stages' sockets alike
     assert not ray.is_initialized()  # the launcher shut down the Ray it started
 
