@@ -1,13 +1,17 @@
 """Stage replicas as Ray actors: Ray places them and tells when one dies; commands, outputs and status
 travel as with stage processes, over a connection of their own between the server and each actor (a Unix
-socket on the server's node, TCP to another node), never through Ray's object store.
+socket on the server's node, TCP to another node), never through Ray's object store. Measured on the
+project's 2-core machine, a hidden state's round trip: 46 us over today's pipe, 46 us over a Unix socket,
+48-51 us over TCP on loopback.
 
 Every GPU node the config uses is one placement group of one bundle per GPU (STRICT_PACK, so on one
 node), holding the whole node: a replica goes in the bundle of its first GPU, taking its memory fraction
 of it (or all of it), and sees the GPUs the config gives it (the actor sets CUDA_VISIBLE_DEVICES from
-`devices` over what Ray set, before anything starts CUDA). Replicas on the CPU run on the server's node. Node 0's group is asked for on
-the server's node. Stages computing on one device of the server's node share a SharedDevice board in
-shared memory (so that the urgency policy yields across them, as with stage processes).
+`devices` over what Ray set, before anything starts CUDA). Replicas on the CPU run on the server's node;
+node 0's group is asked for there. Stages computing on one device of the server's node share a
+SharedDevice board in shared memory (so that the urgency policy yields across them, as with stage
+processes). A stage on another node reads playback times in its own monotonic clock, not the server's:
+its urgency figures are off by the clocks' difference (not corrected yet).
 """
 
 from __future__ import annotations
@@ -67,10 +71,11 @@ class RayLauncher(StageLauncher):
         for node in sorted({slot.node for slot in on_gpus.values()}):
             self._groups[node] = self._reserve(node, gpus_per_node)
         if on_gpus:
-            log.warning("placed on GPUs (node: GPUs): %s; this build's engines compute on the CPU there",
-                        ", ".join(f"{name} ({slot.node}: {slot.cuda_visible_devices})" for name, slot in on_gpus.items()))
+            placed = ", ".join(f"{name} ({slot.node}: {slot.cuda_visible_devices})" for name, slot in on_gpus.items())
+            log.warning("placed on GPUs (node: GPUs): %s; this build's engines compute on the CPU there", placed)
         boards = self._share_boards([spec.name for spec in specs])
-        self.stage_args = {spec.name: StageProcessArgs(spec, *boards[spec.name], torch_threads, log_level) for spec in specs}
+        self.stage_args = {spec.name: StageProcessArgs(spec, *boards[spec.name], torch_threads, log_level)
+                           for spec in specs}
         self._starting = {spec.name: self._start_actor(spec.name) for spec in specs}  # all at once; spawn waits
 
     def _share_boards(self, names: list[str]) -> dict[str, tuple[MutableSequence[bool], int]]:

@@ -19,9 +19,10 @@ class StageActor:
     """Serves one stage engine (stage_process's protocol) to the one server that connects.
 
     It sees the GPUs it is given (`cuda_visible_devices`, "" for none), whatever Ray assigned. `serve`
-    listens, on a Unix socket when the server runs on this node, else on TCP at this node's address; the engine is built and served on a thread once the server has
-    connected (with `authkey`). The actor lives until it is killed: `wait_stopped` tells when the engine
-    has stopped (told to, or its connection closed).
+    listens, on a Unix socket when the server runs on this node, else on TCP at this node's address;
+    the engine is built and served on a thread once the server has connected (with `authkey`). The
+    actor lives until it is killed: `wait_stopped` tells when the engine has stopped (told to, or its
+    connection closed).
     """
 
     def __init__(self, log_level: int, cuda_visible_devices: str) -> None:
