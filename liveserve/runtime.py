@@ -8,19 +8,35 @@ import torch
 
 from liveserve.config import RuntimeConfig
 from liveserve.config_deployment import require_runnable
+from liveserve.config_reader import ConfigError
 from orchestrator.deployment import StageDeployment
 from orchestrator.placement import LocalPlacement, Placement
 from orchestrator.process_placement import ProcessPlacement
 from orchestrator.replicated_placement import ReplicatedPlacement
+from orchestrator.stage_launcher import StageLauncher
 
 
 def make_placement(runtime: RuntimeConfig, deployments: tuple[StageDeployment, ...] = ()) -> Placement:
     """Where the stage engines run (`runtime.placement`), as many of each as its deployment's `replicas`;
-    a ConfigError naming the field for what this build cannot run (a stage on GPUs)."""
-    require_runnable(deployments)
-    placement = ProcessPlacement(runtime.torch_threads) if runtime.placement == "processes" else LocalPlacement()
+    a ConfigError naming the field for what this build cannot run (a stage on GPUs, but for placing it
+    with Ray)."""
+    if runtime.placement == "ray":
+        placement = ProcessPlacement(runtime.torch_threads, ray_launcher(runtime, deployments))
+    else:
+        require_runnable(deployments)
+        placement = ProcessPlacement(runtime.torch_threads) if runtime.placement == "processes" else LocalPlacement()
     replicas = {deployment.stage: deployment.replicas for deployment in deployments if deployment.replicas > 1}
     return ReplicatedPlacement(placement, replicas) if replicas else placement
+
+
+def ray_launcher(runtime: RuntimeConfig, deployments: tuple[StageDeployment, ...]) -> StageLauncher:
+    """Ray is imported only for a config that places with it, and is an optional dependency."""
+    try:
+        from orchestrator.ray_launcher import RayLauncher
+    except ImportError as exc:
+        raise ConfigError(f"runtime.placement: ray needs Ray, which is not installed ({exc}); "
+                          "pip install 'liveserve[ray]'") from None
+    return RayLauncher(runtime.ray, deployments)
 
 
 def configure_torch(runtime: RuntimeConfig) -> None:

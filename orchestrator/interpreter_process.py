@@ -3,8 +3,7 @@
 Forked children share the server's interpreter and packages; this child is `python -m
 orchestrator.stage_process_main` of the stage's interpreter, with this checkout's packages first on
 its path and a socket pair in place of the pipe. It receives its StageProcessArgs as the first
-message, then serves as a forked stage process does (the device board's memory comes next: see
-device_board).
+message (the device board's slots attach by name: SharedSlots), then serves as a forked stage process does.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent  # the folder holding the orch
 
 
 class InterpreterProcess:
-    """The part of multiprocessing.Process's interface a StageProcess uses, over a subprocess."""
+    """A StageWorker over a subprocess."""
 
     def __init__(self, popen: subprocess.Popen) -> None:
         self.popen = popen
@@ -46,6 +45,10 @@ class InterpreterProcess:
 
     def terminate(self) -> None:
         self.popen.terminate()
+
+    def exit_reason(self) -> str:
+        self.join(1.0)
+        return f"its process exited (exit code {self.exitcode})"
 
 
 def spawn_in_interpreter(python: Path, args: StageProcessArgs) -> tuple[InterpreterProcess, Channel]:

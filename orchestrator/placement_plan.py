@@ -10,7 +10,7 @@ divide by, weights and KV over a replica's share of its GPUs.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestrator.deployment import GPUNode, StageDeployment
@@ -51,35 +51,36 @@ class ReplicaPlacement:
 def plan_placement(specs: tuple[StageSpec, ...], deployments: Mapping[str, StageDeployment],
                    node: GPUNode) -> tuple[ReplicaPlacement, ...]:
     """Every replica of every stage in `specs` (one node: node 0), or a PlanError naming the first problem."""
-    gpus = _assign_gpus(specs, deployments, node)
-    _check_sharing(gpus, deployments)
+    gpus = assign_gpus([spec.name for spec in specs], deployments, node)
+    check_sharing(gpus, deployments)
     return tuple(_place(spec, deployments[spec.name], replica, devices, node)
                  for spec in specs for replica, devices in enumerate(gpus[spec.name]))
 
 
-def _assign_gpus(specs, deployments, node: GPUNode) -> dict[str, list[tuple[int, ...]]]:
-    """Each replica's GPUs: listed ones as given, counted ones from the lowest GPUs nobody lists."""
-    listed = {gpu for spec in specs if isinstance(lists := deployments[spec.name].devices, tuple)
+def assign_gpus(stages: Sequence[str], deployments: Mapping[str, StageDeployment],
+                node: GPUNode) -> dict[str, list[tuple[int, ...]]]:
+    """Each replica's GPUs by stage: listed ones as given, counted ones from the lowest GPUs nobody lists."""
+    listed = {gpu for stage in stages if isinstance(lists := deployments[stage].devices, tuple)
               for gpus in lists for gpu in gpus}
     free = [gpu for gpu in range(node.num_gpus) if gpu not in listed]
     assigned = {}
-    for spec in specs:
-        deployment = deployments[spec.name]
+    for stage in stages:
+        deployment = deployments[stage]
         if deployment.devices is None:
-            assigned[spec.name] = [()] * deployment.replicas
+            assigned[stage] = [()] * deployment.replicas
         elif isinstance(deployment.devices, tuple):
             for gpus in deployment.devices:
                 if max(gpus) >= node.num_gpus:
-                    raise PlanError(spec.name, "devices", f"GPU {max(gpus)} is not on the node, which has "
+                    raise PlanError(stage, "devices", f"GPU {max(gpus)} is not on the node, which has "
                                     f"{_gpu_count(node)}")
-            assigned[spec.name] = list(deployment.devices)
+            assigned[stage] = list(deployment.devices)
         else:
             need = deployment.replicas * deployment.devices
             if need > len(free):
-                raise PlanError(spec.name, "devices", f"{deployment.replicas} replicas x {deployment.devices} GPUs "
+                raise PlanError(stage, "devices", f"{deployment.replicas} replicas x {deployment.devices} GPUs "
                                 f"need {need} GPUs; {len(free)} of the node's {_gpu_count(node)} are not taken")
             taken, free = free[:need], free[need:]
-            assigned[spec.name] = [tuple(taken[i:i + deployment.devices]) for i in range(0, need, deployment.devices)]
+            assigned[stage] = [tuple(taken[i:i + deployment.devices]) for i in range(0, need, deployment.devices)]
     return assigned
 
 
@@ -87,7 +88,7 @@ def _gpu_count(node: GPUNode) -> str:
     return "no GPUs (give --gpus)" if node.num_gpus == 0 else f"{node.num_gpus} (0-{node.num_gpus - 1})"
 
 
-def _check_sharing(gpus: dict[str, list[tuple[int, ...]]], deployments: Mapping[str, StageDeployment]) -> None:
+def check_sharing(gpus: dict[str, list[tuple[int, ...]]], deployments: Mapping[str, StageDeployment]) -> None:
     """Replicas sharing a GPU each need a memory fraction, and the fractions fit in one GPU."""
     users = defaultdict(list)
     for stage, replicas in gpus.items():

@@ -5,29 +5,25 @@ op releases and takes back: with three stages stepping at once, a talker step
 that takes 3.1 ms alone took 5.6 ms beside one busy thread, and 3.0 ms beside a
 busy process. Here each engine runs in a child process (forked from a server
 process that has imported torch and the stages once), commands and playback
-telemetry go down a pipe, outputs and status come back up it. A stage whose spec names another
-interpreter (the vLLM backend's venv) runs in a process of that interpreter instead (interpreter_process).
+telemetry go down a pipe, outputs and status come back up it.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 
-from orchestrator.device_board import DeviceBoardMemory
-from orchestrator.interpreter_process import spawn_in_interpreter
 from orchestrator.placement import OutputSink, Placement, StageHandle
 from orchestrator.playback_board import PlaybackBoard
 from orchestrator.stage_handle import StageProcess
-from orchestrator.stage_process import StageProcessArgs, serve_stage
+from orchestrator.stage_launcher import ForkserverLauncher, StageLauncher, StageWorker
 from orchestrator.wire import Channel
 from stages.commands import Command
-from stages.interaction import InteractionView
 from stages.stage_spec import StageSpec
+from stages.interaction import InteractionView
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 5.0
@@ -37,7 +33,8 @@ RESTART_WINDOW_S = 60.0
 
 
 class ProcessPlacement(Placement):
-    """Each stage engine runs in a child process; StageProcess handles stand in for them.
+    """Each stage engine runs in a process of its own, started by `launcher` (a child process forked from
+    a forkserver unless told otherwise); StageProcess handles stand in for them.
 
     The stages keep time with `time.monotonic` (one clock for every process on the
     machine), so `start` refuses any other clock. Playback telemetry is a copy of
@@ -49,17 +46,15 @@ class ProcessPlacement(Placement):
     on: it stays down, logged as an error, and its commands fail saying so.
     """
 
-    def __init__(self, torch_threads: int) -> None:
+    def __init__(self, torch_threads: int, launcher: StageLauncher | None = None) -> None:
         self.torch_threads = torch_threads
+        self.launcher = launcher or ForkserverLauncher()
         self._handles: list[StageProcess] = []
         self._board: PlaybackBoard | None = None
         self._send_lock = threading.Lock()  # keeps board changes and commands in the order they happened
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._spawn_args: dict[str, StageProcessArgs] = {}
         self._restarts: dict[str, deque[float]] = defaultdict(deque)
-        self._context = None
-        self._device_board: DeviceBoardMemory | None = None
 
     def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float],
               view: InteractionView | None = None) -> dict[str, StageHandle]:
@@ -67,17 +62,13 @@ class ProcessPlacement(Placement):
             raise ValueError("stage processes keep time with time.monotonic; use LocalPlacement for another clock")
         if view is not None and not isinstance(view, PlaybackBoard):
             raise TypeError(f"stage processes mirror a PlaybackBoard, not a {type(view).__name__}")
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["orchestrator.stage_process"])
-        self._device_board = DeviceBoardMemory(len(specs))
-        level = logging.getLogger().getEffectiveLevel()
         self._board = view
         if view is not None:
             view.record_changes()
         handles = {}
         try:
-            for slot, spec in enumerate(specs):
-                self._spawn_args[spec.name] = StageProcessArgs(spec, len(specs), slot, self.torch_threads, level)
+            self.launcher.prepare(specs, self.torch_threads, logging.getLogger().getEffectiveLevel())
+            for spec in specs:
                 handle = StageProcess(spec, lambda outputs, kind=spec.kind: sink(kind, outputs), self, self._on_death)
                 handle.attach(*self._spawn(spec.name))
                 self._handles.append(handle)
@@ -92,19 +83,8 @@ class ProcessPlacement(Placement):
         self._flusher.start()
         return handles
 
-    def _spawn(self, name: str) -> tuple[multiprocessing.Process, Channel]:
-        args = self._spawn_args[name]
-        if args.spec.interpreter is not None:
-            process, channel = spawn_in_interpreter(args.spec.interpreter, args)
-            self._device_board.send(channel.connection, process.pid)
-            return process, channel
-        parent_end, child_end = self._context.Pipe()
-        process = self._context.Process(target=serve_stage, args=(args, child_end), name=f"liveserve-{name}",
-                                        daemon=True)
-        process.start()
-        child_end.close()
-        self._device_board.send(parent_end, process.pid)
-        return process, Channel(parent_end)
+    def _spawn(self, name: str) -> tuple[StageWorker, Channel]:
+        return self.launcher.spawn(name)
 
     def _on_death(self, handle: StageProcess) -> None:
         if not self._stopped.is_set():
@@ -165,5 +145,4 @@ class ProcessPlacement(Placement):
         for handle in self._handles:
             handle.join(STOP_TIMEOUT_S)
         self._handles.clear()
-        if self._device_board is not None:
-            self._device_board.close()
+        self.launcher.close()

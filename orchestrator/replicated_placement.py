@@ -13,9 +13,13 @@ from stages.stage_spec import StageSpec
 STICKY_KINDS = ("thinker",)  # the stage holding each session's resident context
 
 
+def replica_name(stage: str, replica: int) -> str:
+    return f"{stage}-{replica}"
+
+
 def replica_spec(spec: StageSpec, replica: int) -> StageSpec:
     """Replica `replica` of a stage: named `<stage>-<replica>`, tracing to a file of that name."""
-    name = f"{spec.name}-{replica}"
+    name = replica_name(spec.name, replica)
     trace = spec.trace_path.with_name(f"{name}.jsonl") if spec.trace_path is not None else None
     return replace(spec, name=name, trace_path=trace)
 

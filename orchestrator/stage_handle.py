@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.playback_board import BoardChange
 from orchestrator.wire import Channel
@@ -15,6 +14,9 @@ from stages.commands import AbortRequest, AddRequest, Command
 from stages.engine import StageStatus
 from stages.plan import StageOutput
 from stages.stage_spec import StageSpec
+
+if TYPE_CHECKING:
+    from orchestrator.stage_launcher import StageWorker
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
@@ -39,7 +41,7 @@ class StageProcess:
     def __init__(self, spec: StageSpec, emit: Callable[[list[StageOutput]], None], placement: CommandSender,
                  on_death: Callable[[StageProcess], None]) -> None:
         self.spec, self.name, self.emit, self.placement, self.on_death = spec, spec.name, emit, placement, on_death
-        self.process: multiprocessing.Process | None = None
+        self.process: StageWorker | None = None
         self.channel: Channel | None = None
         self.num_sent = 0  # command batches sent to the current process
         self.board_changes: list[BoardChange] = []  # not sent yet (the placement's send lock guards it)
@@ -56,7 +58,7 @@ class StageProcess:
     def is_up(self) -> bool:
         return self.down_reason is None
 
-    def attach(self, process: multiprocessing.Process, channel: Channel) -> None:
+    def attach(self, process: StageWorker, channel: Channel) -> None:
         """Serve through `process` from now on (its first status marks it started)."""
         self.process, self.channel, self.num_sent = process, channel, 0
         self._started.clear()
@@ -123,7 +125,7 @@ class StageProcess:
         if self.process.is_alive():
             log.warning("stage %s did not stop within %g s; terminating it", self.name, timeout_s)
             self.process.terminate()
-            self.process.join()
+            self.process.join(timeout_s)
         self._reader.join()
         self.channel.close()
 
@@ -162,14 +164,13 @@ class StageProcess:
         if self._stopping or self._failure is not None:
             self._started.set()
             return
-        self.process.join(1.0)
-        reason = f"its process exited (exit code {self.process.exitcode})"
+        reason = self.process.exit_reason()
         log.error("stage %s: %s; its requests fail", self.name, reason)
         with self._lock:
             self.down_reason = reason
             held, self._held = sorted(self._held), set()
         if not self._started.is_set():
-            self._failure = RuntimeError(f"stage {self.name!r} exited while starting (exit code {self.process.exitcode})")
+            self._failure = RuntimeError(f"stage {self.name!r} stopped while starting: {reason}")
             self._started.set()
             return
         if held:

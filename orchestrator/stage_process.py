@@ -15,12 +15,12 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import MutableSequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import torch
 
-from orchestrator.device_board import receive_slots
 from orchestrator.playback_board import PlaybackBoard
 from orchestrator.wire import Channel
 from stages.engine import StageEngine
@@ -44,12 +44,11 @@ def name_process(name: str) -> None:
 
 @dataclass(frozen=True)
 class StageProcessArgs:
-    """What a stage process is started with: its spec, the size of the device board and its slot there
-    (the board itself comes down the pipe first: DeviceBoardMemory), and the process's torch threads and
-    log level."""
+    """What a stage process is started with: its spec, its slot of the device board, and the
+    process's torch threads and log level."""
 
     spec: StageSpec
-    num_device_slots: int
+    device_slots: MutableSequence[bool]
     slot: int
     torch_threads: int
     log_level: int
@@ -60,9 +59,13 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
     name_process(f"{PROCESS_PREFIX}{args.spec.name}")
     logging.basicConfig(level=args.log_level, format="%(levelname)s:%(name)s:%(message)s")
+    run_stage(args, Channel(connection))
+
+
+def run_stage(args: StageProcessArgs, channel: Channel) -> None:
+    """Build the engine and serve `channel` on this thread until told to stop or the channel closes."""
     torch.set_num_threads(args.torch_threads)
-    channel, board = Channel(connection), PlaybackBoard(time.monotonic)
-    device = SharedDevice(receive_slots(connection, args.num_device_slots), args.slot)
+    board = PlaybackBoard(time.monotonic)
 
     def emit(outputs: list) -> None:
         try:
@@ -71,7 +74,7 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
             pass
 
     try:
-        engine = build_engine(args.spec, emit, time.monotonic, board, device)
+        engine = build_engine(args.spec, emit, time.monotonic, board, SharedDevice(args.device_slots, args.slot))
     except Exception as exc:  # the parent raises it; a start-up error ends this process
         try:
             channel.send(("failed", exc))

@@ -79,10 +79,10 @@ def test_gpu_keys_need_devices_and_gpus_their_format(tmp_path, capsys):
 @pytest.mark.parametrize("argv, line", [
     (("run", "--config", VOICE_H200, "--text", "hi", "--out", "reply.wav"),
      "stages.thinker.devices: this build computes on the CPU and has no GPU backend yet; a config with GPUs is "
-     "for `liveserve plan`"),
+     "for `liveserve plan`, or for placing replicas on GPUs with runtime.placement: ray"),
     (("serve", "--config", TINY_H200),
      "stages.encoder.devices: this build computes on the CPU and has no GPU backend yet; a config with GPUs is "
-     "for `liveserve plan`"),
+     "for `liveserve plan`, or for placing replicas on GPUs with runtime.placement: ray"),
 ])
 def test_serving_refuses_what_this_build_only_plans(capsys, argv, line):
     assert liveserve(capsys, *argv) == (2, "", f"error: {line}\n")

@@ -80,10 +80,10 @@ def test_per_turn_work_goes_to_the_least_loaded_replica_and_skips_a_down_one():
     assert vocoder.status().name == "vocoder" and vocoder.status().num_requests == 2  # the serving two
 
 
-async def turns_on_two_replicas(pipeline, text_turns: int):
-    """Four sessions at once, `text_turns` turns each, on 2 thinker and 2 vocoder replica processes; the
-    thinker replica each session's context was resident on after each round."""
-    placement = ReplicatedPlacement(ProcessPlacement(torch_threads=1), {"thinker": 2, "vocoder": 2})
+async def turns_on_two_replicas(pipeline, text_turns: int, inner=None):
+    """Four sessions at once, `text_turns` turns each, on 2 thinker and 2 vocoder replicas (processes, unless
+    `inner` places them); the thinker replica each session's context was resident on after each round."""
+    placement = ReplicatedPlacement(inner or ProcessPlacement(torch_threads=1), {"thinker": 2, "vocoder": 2})
     orch = Orchestrator(pipeline, placement=placement)
     await orch.start()
     try:
@@ -112,8 +112,8 @@ def test_two_thinker_replicas_keep_each_session_on_its_replica_across_turns(pipe
     assert all(steps > 0 for steps in vocoder_steps)  # per-turn work reached both vocoder replicas
 
 
-async def kill_one_replica_mid_turn(pipeline):
-    placement = ReplicatedPlacement(ProcessPlacement(torch_threads=1), {"thinker": 2})
+async def kill_one_replica_mid_turn(pipeline, inner=None):
+    placement = ReplicatedPlacement(inner or ProcessPlacement(torch_threads=1), {"thinker": 2})
     orch = Orchestrator(pipeline, placement=placement)
     await orch.start()
     try:
