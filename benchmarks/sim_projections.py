@@ -4,12 +4,13 @@ qwen3-omni-3xh100-vllm-omni carried to the H200 unchanged).
 
 Parts (`--parts`, all by default; each prints its table and writes DIR/<part>.json):
 - users: voice users at equal load (each holds its slot until its reply is heard, barge-in 0.5, 4 requests a
-  user, prompts 1,000 and replies 50 tokens +-50 %) on 1 and 8 H200s, fcfs-lru against liveserve, at each
+  user, prompts 1,000 and replies 50 tokens +-50 %, requests arriving at users/8 a second so that the first
+  questions come over ~8 s, not all at once) on 1 and 8 H200s, fcfs-lru against liveserve, at each
   concurrency; then the most users per GPU with continuity >= 95 % on the grid.
 - cliff: 128 unbounded duplex streams on one H200 until the thinker's pool fills, against the arithmetic
   (pool tokens / (streams x tokens a stream adds per second)).
 - aimd: windowed duplex streams on one H200: a fixed-N sweep for N* (the largest N up to which every N keeps
-  p99 frame latency under half the frame and no stream stalls), then an AIMD ramp's settled cap against it.
+  p99 frame latency under half the frame and no stream stalls), and the time AIMD's climb to it takes.
 - reload: multi-turn voice sessions on one H200 whose contexts outgrow the thinker's pool: KV reloaded over the
   host link on and off the critical path, fcfs-lru against liveserve.
 
@@ -57,7 +58,7 @@ def users(grid: dict[Path, list[int]]) -> dict:
         for users_ in concurrencies:
             for policy in POLICIES:
                 r = quiet_replay(simulate=str(spec), policy=policy, num_requests=4 * users_, max_concurrency=users_,
-                                 hold_until_heard=True, barge_in_prob=0.5, random_input_len=1000,
+                                 request_rate=users_ / 8, hold_until_heard=True, barge_in_prob=0.5, random_input_len=1000,
                                  random_output_len=50, random_range_ratio=0.5)
                 rows.append({"spec": spec.stem, "gpus": gpus, "users": users_, "policy": policy,
                              "ttfp_p90_ms": r["audio_ttfp_ms"]["p90"], "ttfp_p50_ms": r["audio_ttfp_ms"]["p50"],
@@ -69,7 +70,7 @@ def users(grid: dict[Path, list[int]]) -> dict:
 
 
 def _user_line(row: dict) -> str:
-    return (f"{row['spec']:>18} {row['users']:>4} users {row['policy']:>9}: P90 TTFP {row['ttfp_p90_ms']:7.0f} ms, "
+    return (f"{row['spec']:>18} {row['users']:>4} users {row['policy']:>9}: P50 / P90 TTFP {row['ttfp_p50_ms']:.0f} / {row['ttfp_p90_ms']:.0f} ms, "
             f"continuity {row['continuity']:.2f}, RTF p50 {row['rtf_p50']:.2f}, waste {row['waste']:.3f}, "
             f"completed / barged in {row['completed']} / {row['cancelled']}  [{row['wall_s']:.0f} s wall]")
 
@@ -90,18 +91,47 @@ def _users_per_gpu(rows: list[dict]) -> list[dict]:
     return list(best.values())
 
 
+def plot_users(rows: list[dict], path: Path) -> None:
+    """P90 TTFP and continuity against users, a line per spec and policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (ttfp, continuity) = plt.subplots(1, 2, figsize=(11, 4))
+    for spec in sorted({row["spec"] for row in rows}):
+        for policy, style in zip(POLICIES, ("--", "-")):
+            line = [row for row in rows if row["spec"] == spec and row["policy"] == policy]
+            label = f"{spec.removeprefix('qwen3-omni-')} {policy}"
+            ttfp.plot([r["users"] for r in line], [r["ttfp_p90_ms"] for r in line], style, marker="o", label=label)
+            continuity.plot([r["users"] for r in line], [r["continuity"] for r in line], style, marker="o", label=label)
+    for axes, title in ((ttfp, "P90 audio TTFP (ms)"), (continuity, "continuity ok (<= 100 ms)")):
+        axes.set_xscale("log", base=2)
+        axes.set_xlabel("voice users")
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+    continuity.axhline(CONTINUITY_OK, color="grey", lw=0.8)
+    ttfp.legend(fontsize=8)
+    figure.suptitle("SIMULATED (qwen3-omni-1xh200 / -8xh200; the vLLM-Omni H100 fit carried over)", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def stream_growth(spec: Path, frame_ms: int) -> tuple[int, float]:
     """The thinker pool's tokens on `spec` and the tokens one duplex stream adds a second (encoder frames +
     text tokens each frame)."""
-    sim = SimulatedConfig.load(None, (), load_spec(str(spec)))
+    sim = SimulatedConfig.load(None, _overrides(f"duplex.frame_ms={frame_ms}"), load_spec(str(spec)))
     kv, duplex = sim.config.pipeline.thinker.kv, sim.config.duplex
     return kv.num_blocks * kv.block_size, (duplex.encoder_frames + duplex.tokens_per_frame) * 1000 / frame_ms
 
 
-def cliff(streams: int = 128, frame_ms: int = 80) -> dict:
+def cliff(streams: int = 128, frame_ms: int = 480) -> dict:
+    """480-ms frames: a stream adds 14.6 tokens a second (6 encoder frames + 1 text token a frame), near the
+    issue's ~16, and the run costs a sixth of the wall time of 80-ms frames."""
     pool, per_s = stream_growth(ONE, frame_ms)
     arithmetic_s = pool / (streams * per_s)
-    r = quiet_duplex(simulate=str(ONE), sessions=streams, frame_ms=frame_ms, duration_s=round(arithmetic_s * 1.25))
+    r = quiet_duplex(simulate=str(ONE), sessions=streams, frame_ms=frame_ms, chunk_ms=160, poll_interval_s=2.0,
+                     duration_s=round(arithmetic_s * 1.25))
     row = {"streams": streams, "frame_ms": frame_ms, "pool_tokens": pool, "tokens_per_s_per_stream": per_s,
            "arithmetic_s": arithmetic_s, "issue_arithmetic_s": 670_000 / (128 * 16),
            "t_sat_measured_s": r["t_sat_measured_s"], "t_sat_predicted_s": r["t_sat_predicted_s"],
@@ -115,32 +145,39 @@ def cliff(streams: int = 128, frame_ms: int = 80) -> dict:
     return row
 
 
-def aimd(sweep: list[int], window: int, sinks: int, frame_ms: int, duration_s: float, ramp_rate: float,
-         ramp_s: float) -> dict:
-    common = {"simulate": str(ONE), "frame_ms": frame_ms, "window": window, "sinks": sinks}
+def aimd(sweep: list[int], window: int, sinks: int, frame_ms: int, duration_s: float, ramp_s: float) -> dict:
+    """N* of windowed streams on one H200, then an AIMD ramp against it. AIMD adds one session per latency
+    window (admission.latency_window_s, 2 s) from its initial cap (4): 2 x (N* - 4) s at best to reach N*, a
+    ramp whose wall time here grows with the square of its length. So the ramp starts its cap 1/8 below
+    N* (`admission.initial_cap`), offers 8 sessions a second that never leave, with AIMD's target at the
+    sweep's line (0.5): does it climb to N* and hold within 10 % of it?"""
+    common = {"simulate": str(ONE), "frame_ms": frame_ms, "chunk_ms": frame_ms, "window": window, "sinks": sinks,
+              "poll_interval_s": 1.0}
     points = []
     for streams in sweep:
         r = quiet_duplex(**common, sessions=streams, duration_s=duration_s)
         p99 = r["frame_latency_overall_ms"]["p99"]
-        points.append({"streams": streams, "p99_ms": p99, "stalled": r["stalled_sessions"],
+        points.append({"streams": streams, "p99_ms": p99, "p50_ms": r["frame_latency_overall_ms"]["p50"],
+                       "stalled": r["stalled_sessions"],
                        "schedulable": p99 is not None and p99 <= frame_ms / 2 and not r["stalled_sessions"],
                        "wall_s": r["simulated"]["wall_s"]})
-        print(f"aimd sweep: N={streams}: p99 {p99} ms, stalled {r['stalled_sessions']}, "
+        print(f"aimd sweep: N={streams}: p50 / p99 {points[-1]['p50_ms']} / {p99} ms, stalled {r['stalled_sessions']}, "
               f"schedulable {points[-1]['schedulable']}  [{points[-1]['wall_s']:.0f} s wall]", flush=True)
     n_star = 0
     for point in points:
         if not point["schedulable"]:
             break
         n_star = point["streams"]
-    r = quiet_duplex(**common, ramp=ramp_rate, duration_s=ramp_s, admission="aimd",
-                     admission_set=(("target", 0.5),))
+    start_cap = n_star - n_star // 8
+    r = quiet_duplex(**common, ramp=8.0, duration_s=ramp_s, admission="aimd",
+                     admission_set=(("target", 0.5), ("initial_cap", start_cap)), sessions=2 * n_star)
     ramp = r["ramp"]
     row = {"window": window, "sinks": sinks, "frame_ms": frame_ms, "sweep": points, "n_star": n_star,
-           "ramp_rate": ramp_rate, "ramp_s": ramp_s, "settled_cap": ramp["settled_cap"],
-           "settled_live": ramp["settled_live"], "rejected": ramp["rejected"],
+           "aimd_climb_from_4_s": 2 * (n_star - 4), "ramp_initial_cap": start_cap, "ramp_s": ramp_s,
+           "settled_cap": ramp["settled_cap"], "settled_live": ramp["settled_live"],
            "settled_p99_ms": (ramp.get("settled_latency_ms") or {}).get("p99"),
            "stalled_sessions": r["stalled_sessions"], "wall_s": r["simulated"]["wall_s"]}
-    print(f"aimd: N* = {n_star} (grid {sweep}); ramp at {ramp_rate}/s for {ramp_s:g} s, target 0.5: settled cap "
+    print(f"aimd: N* = {n_star} (grid {sweep}); ramp from cap {start_cap} for {ramp_s:g} s: settled cap "
           f"{row['settled_cap']} / live {row['settled_live']}, settled p99 {row['settled_p99_ms']} ms  "
           f"[{row['wall_s']:.0f} s wall]", flush=True)
     return row
@@ -161,14 +198,15 @@ def write_trace(path: Path, sessions: int, turns: int, seed: int = 0) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def reload(out: Path, sessions: int, turns: int, pool_blocks: int) -> dict:
+def reload(out: Path, sessions: int, turns: int) -> dict:
+    """The H200's own thinker pool (484k tokens): the sessions' contexts (~5,500 tokens each after 5 turns)
+    outgrow it in the last turns."""
     trace = out / "reload_trace.jsonl"
     write_trace(trace, sessions, turns)
     rows = []
     for policy in POLICIES:
         r = quiet_replay(simulate=str(ONE), policy=policy, dataset="interactive", dataset_path=trace,
-                         num_requests=sessions, trace_arrivals=True,
-                         overrides=_overrides(f"stages.thinker.kv.num_blocks={pool_blocks}"))
+                         num_requests=sessions, trace_arrivals=True)
         kv = r["kv"]
         rows.append({"policy": policy, "ttfp_p90_ms": r["audio_ttfp_ms"]["p90"], "ttfp_p50_ms": r["audio_ttfp_ms"]["p50"],
                      "continuity": r["continuity_ok_rate"], "reload_ms_on_path": kv["reload_ms_on_path"],
@@ -180,7 +218,8 @@ def reload(out: Path, sessions: int, turns: int, pool_blocks: int) -> dict:
               f"{row['reload_ms_on_path']} / {row['reload_ms_off_path']} ms, evictions {row['evictions']}, "
               f"preemptions {row['preemptions']}, continuity {row['continuity']}  [{row['wall_s']:.0f} s wall]",
               flush=True)
-    return {"sessions": sessions, "turns": turns, "thinker_pool_blocks": pool_blocks, "rows": rows}
+    pool, _ = stream_growth(ONE, 80)
+    return {"sessions": sessions, "turns": turns, "thinker_pool_tokens": pool, "rows": rows}
 
 
 def _overrides(*texts: str):
@@ -198,12 +237,14 @@ def main() -> None:
     calibration = load_spec(str(ONE)).calibration
     runs = {"users": lambda: users({ONE: [8, 16, 24, 32, 48, 64, 128], EIGHT: [64, 128, 256]}),
             "cliff": cliff,
-            "aimd": lambda: aimd([64, 128, 192, 256, 320], window=1040, sinks=16, frame_ms=80, duration_s=30,
-                                 ramp_rate=8, ramp_s=120),
-            "reload": lambda: reload(args.out, sessions=96, turns=5, pool_blocks=2048)}
+            "aimd": lambda: aimd([256, 320, 384, 448, 512, 640], window=1040, sinks=16, frame_ms=80, duration_s=10,
+                                 ramp_s=240),
+            "reload": lambda: reload(args.out, sessions=128, turns=5)}
     for part in args.parts.split(","):
         result = {"simulated": True, "calibration": calibration, **runs[part]()}
         (args.out / f"{part}.json").write_text(json.dumps(result, indent=2))
+        if part == "users":
+            plot_users(result["rows"], args.out / "users.png")
 
 
 if __name__ == "__main__":
