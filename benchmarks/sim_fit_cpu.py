@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -59,8 +60,7 @@ def chunk_cost(kind: str, num_tokens: int, start: int, window: int | None = None
 
 def fit_stage(kind: str, steps, model, device, window: int | None) -> dict:
     """Overheads (ms) that make roofline + overheads closest to the traced step times."""
-    bare = device.__class__(**{**device.__dict__, "step_overhead_s": 0.0, "row_overhead_s": 0.0,
-                               "token_overhead_s": 0.0})
+    bare = replace(device, step_overhead_s=0.0, row_overhead_s=0.0, token_overhead_s=0.0)
     rows, measured, roofline = [], [], []
     for seconds, chunks in steps:
         costs = [chunk_cost(kind, n, start, window) for n, start in chunks]

@@ -10,14 +10,14 @@ Parts (`--parts`, all by default; each prints its table and writes DIR/<part>.js
 - cliff: 128 unbounded duplex streams on one H200 until the thinker's pool fills, against the arithmetic
   (pool tokens / (streams x tokens a stream adds per second)).
 - aimd: windowed duplex streams on one H200: a fixed-N sweep for N* (the largest N up to which every N keeps
-  p99 frame latency under half the frame and no stream stalls), and the time AIMD's climb to it takes.
-- reload: multi-turn voice sessions on one H200 whose contexts outgrow the thinker's pool: KV reloaded over the
-  host link on and off the critical path, fcfs-lru against liveserve.
+  p99 frame latency under half the frame and no stream stalls), then an AIMD ramp started 1/8 below it.
+- reload: multi-turn voice sessions on one H200 whose contexts outgrow a thinker pool cut to about half of
+  them: KV reloaded over the host link on and off the critical path, fcfs-lru against liveserve.
+About 20 minutes of wall time on this project's 2-core VM, most of it the aimd part.
 
     .venv/bin/python benchmarks/sim_projections.py --out benchmarks/results/sim_projections [--parts users,cliff]
 
-This file holds four experiments and their tables, so it runs past 300 lines' worth of one idea: each part is
-one function, sharing only the runners at the top.
+Four experiments in one file: each part is one function, sharing only the runners at the top.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from liveserve.bench.sim.duplex import run_simulated_duplex
 from liveserve.bench.sim.replay import run_simulated_replay
 from liveserve.bench.sim.server import SimulatedConfig
 from liveserve.bench.sim.spec import load_spec
+from liveserve.config_document import Override
 
 SPECS = Path(__file__).resolve().parents[1] / "configs" / "sim"
 ONE, EIGHT = SPECS / "qwen3-omni-1xh200.yaml", SPECS / "qwen3-omni-8xh200.yaml"
@@ -222,9 +223,7 @@ def reload(out: Path, sessions: int, turns: int, pool_blocks: int) -> dict:
     return {"sessions": sessions, "turns": turns, "thinker_pool_blocks": pool_blocks, "rows": rows}
 
 
-def _overrides(*texts: str):
-    from liveserve.config_document import Override
-
+def _overrides(*texts: str) -> tuple[Override, ...]:
     return tuple(Override.parse(text) for text in texts)
 
 
