@@ -15,7 +15,8 @@ from stages.sim.virtual_engine import VirtualEngine
 class SimulatedPlacement(Placement):
     """Each stage spec a VirtualEngine (see stages.sim) on the running loop, priced as `stages[kind]` says;
     the k-th spec of a kind (its replica k, as ReplicatedPlacement expands them) runs on device
-    `stages[kind].devices[k]`. The engines on one device take turns and share a SharedDevice board.
+    `stages[kind].devices[k]`. The engines on one device share a SharedDevice board and take turns (each
+    its own turn where the device's `stages_take_turns` is off).
     `start` must run on the loop's thread (a loop whose executor runs inline, as the virtual-time loop's).
     """
 
@@ -38,7 +39,8 @@ class SimulatedPlacement(Placement):
                 spec, stage.model, stage.priced_on(self.devices[device]),
                 lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, boards[device],
                 lambda: woken[0].wake())
-            woken.append(VirtualEngine(engine, locks[device]))
+            lock = locks[device] if self.devices[device].stages_take_turns else asyncio.Lock()
+            woken.append(VirtualEngine(engine, lock))
             self.engines[spec.name] = woken[0]
             woken[0].start()
         return dict(self.engines)

@@ -85,7 +85,10 @@ class DeviceSpec:
 
     `compute_efficiency` and `bandwidth_efficiency` (0..1] scale the peaks to what kernels reach;
     `step_overhead_s` is paid by every step (launches, scheduling), `row_overhead_s` by every request
-    in a step (its host-side work: inputs, sampling, outputs; a talker's sequential codebook passes).
+    in a step (its host-side work: inputs, sampling, outputs; a talker's sequential codebook passes),
+    `token_overhead_s` by every new position (per-position work outside the roofline: a CPU's
+    interpreter-bound small kernels). With `stages_take_turns` the stages on the device compute one at a
+    time; without, at once (step times fitted to that sharing, as on a CPU whose stages run on threads).
     """
 
     name: str
@@ -97,6 +100,8 @@ class DeviceSpec:
     bandwidth_efficiency: float = 1.0
     step_overhead_s: float = 0.0
     row_overhead_s: float = 0.0
+    token_overhead_s: float = 0.0
+    stages_take_turns: bool = True
 
     def __post_init__(self) -> None:
         for name in ("peak_tflops", "hbm_tbps", "memory_gb", "host_link_gbytes_per_s"):
@@ -105,7 +110,7 @@ class DeviceSpec:
         for name in ("compute_efficiency", "bandwidth_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{self.name}: {name} must be in (0, 1], got {getattr(self, name)!r}")
-        for name in ("step_overhead_s", "row_overhead_s"):
+        for name in ("step_overhead_s", "row_overhead_s", "token_overhead_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{self.name}: {name} must be >= 0, got {getattr(self, name)!r}")
 
@@ -146,7 +151,7 @@ class StepCost:
 
 def step_cost(model: ModelShape, device: DeviceSpec, chunks: list[ChunkCost]) -> StepCost:
     """The roofline of one batched step: max(FLOPs / compute, bytes / bandwidth) + the step overhead
-    + the row overhead per chunk.
+    + the row overhead per chunk + the token overhead per new position.
 
     FLOPs: 2 per active weight per token, 2 per LM-head weight per sampled row, 4 x heads x head_dim
     per (query, key) pair of attention, and the extras. Bytes: the weights read once per step (the
@@ -163,7 +168,7 @@ def step_cost(model: ModelShape, device: DeviceSpec, chunks: list[ChunkCost]) ->
     weights = (model.num_layers * per_layer + model.vocab * model.hidden + model.extra_params) * model.bytes_per_param
     kv = sum(c.context + c.num_tokens for c in chunks) * model.kv_bytes_per_token
     seconds = (max(flops / device.flops_per_s, (weights + kv) / device.bytes_per_s) + device.step_overhead_s
-               + device.row_overhead_s * len(chunks))
+               + device.row_overhead_s * len(chunks) + device.token_overhead_s * num_tokens)
     return StepCost(flops, weights + kv, seconds)
 
 

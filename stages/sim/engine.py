@@ -27,12 +27,13 @@ FILLER_WORD = " the"  # every token a simulated thinker generates
 @dataclass(frozen=True)
 class SimulatedStage:
     """How one stage is simulated: the shape it is priced as, the index of the device each of its
-    replicas runs on (one replica per entry), and its own step and row overheads (None: the device's)."""
+    replicas runs on (one replica per entry), and its own step, row and token overheads (None: the device's)."""
 
     model: ModelShape
     devices: tuple[int, ...] = (0,)
     step_overhead_s: float | None = None
     row_overhead_s: float | None = None
+    token_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.devices or any(device < 0 for device in self.devices):
@@ -45,7 +46,7 @@ class SimulatedStage:
 
     def priced_on(self, device: DeviceSpec) -> DeviceSpec:
         """`device` with this stage's overheads where it has its own."""
-        own = {name: getattr(self, name) for name in ("step_overhead_s", "row_overhead_s")
+        own = {name: getattr(self, name) for name in ("step_overhead_s", "row_overhead_s", "token_overhead_s")
                if getattr(self, name) is not None}
         return replace(device, **own)
 

@@ -106,3 +106,21 @@ def test_the_voice_llm_spec_serves_a_thinker_only_graph_with_text_timings():
                     num_requests=8, max_concurrency=8, random_input_len=500)
     assert result["num_completed"] == 8 and result["simulated"]["devices"] == ["2xH200"] * 4
     assert result["text_ttft_ms"]["p50"] > 0 and result["audio_ttfp_ms"]["p50"] is None
+
+
+def test_stages_of_a_device_that_does_not_take_turns_compute_at_once(monkeypatch):
+    """tiny-omni-cpu (stages_take_turns off): each engine holds a lock of its own; an H200's share one."""
+    from stages.sim.virtual_engine import VirtualEngine
+
+    locks: dict[str, list] = {}
+    real_start = VirtualEngine.start
+
+    def record(self):
+        locks.setdefault(self.engine.runner.device.name, []).append(self.device)
+        return real_start(self)
+
+    monkeypatch.setattr(VirtualEngine, "start", record)
+    replay(num_requests=2)
+    replay(simulate=str(Path(SPEC).with_name("tiny-omni-cpu.yaml")), num_requests=2)
+    assert len(locks["H200"]) == 4 and len(set(map(id, locks["H200"]))) == 1
+    assert len(locks["cpu"]) == 4 and len(set(map(id, locks["cpu"]))) == 4

@@ -57,9 +57,12 @@ def test_a_bad_placement_is_named_in_one_line(stage, device, message):
 
 
 def test_the_shipped_specs_load_and_say_what_they_rest_on():
-    for path in sorted(SPECS.glob("*.yaml")):
+    for path in sorted(SPECS.glob("qwen3-omni-*.yaml")) + [SPECS / "voice-llm-8xh200.yaml"]:
         loaded = load_spec(str(path))
         assert loaded.calibration and loaded.stages["thinker"].model.total_params > 30e9
+    cpu = load_spec(str(SPECS / "tiny-omni-cpu.yaml"))
+    assert cpu.calibration and cpu.devices[0].name == "cpu" and not cpu.devices[0].stages_take_turns
+    assert cpu.stages["thinker"].model.total_params < 20e6
     node = load_spec(str(SPECS / "qwen3-omni-8xh200.yaml"))
     assert len(node.devices) == 8 and all(s.devices == tuple(range(8)) for s in node.stages.values())
     voice = load_spec(str(SPECS / "voice-llm-8xh200.yaml"))
@@ -73,3 +76,20 @@ def test_a_stage_prices_its_steps_with_its_own_overheads():
     assert (device.step_overhead_s, device.row_overhead_s) == pytest.approx((0.010, 0.0005))
     plain = parse_spec(spec({"model": THINKER}, step_overhead_ms=2.0), "plain", "plain.yaml")
     assert plain.stages["thinker"].priced_on(plain.devices[0]).step_overhead_s == pytest.approx(0.002)
+
+
+def test_a_cpu_device_gives_its_own_peaks_and_names_a_missing_one():
+    cpu = {"type": "cpu", "peak_tflops": 0.04, "hbm_tbps": 0.03, "memory_gb": 24, "token_overhead_ms": 0.2,
+           "stages_take_turns": False}
+    device, = parse_spec({**spec({"model": THINKER}), "device": cpu}, "cpu", "cpu.yaml").devices
+    assert (device.peak_tflops, device.token_overhead_s, device.stages_take_turns) == (0.04, pytest.approx(2e-4), False)
+    del cpu["hbm_tbps"]
+    with pytest.raises(ConfigError, match=r"cpu\.yaml\.device\.hbm_tbps: required"):
+        parse_spec({**spec({"model": THINKER}), "device": cpu}, "cpu", "cpu.yaml")
+
+
+def test_a_pool_the_spec_sets_is_not_resized_to_the_device():
+    from liveserve.bench.sim.server import SimulatedConfig
+
+    sim = SimulatedConfig.load(None, (), load_spec(str(SPECS / "tiny-omni-cpu.yaml")))
+    assert sim.config.pipeline.thinker.kv.num_blocks == 2048 == sim.config.pipeline.talker.kv.num_blocks

@@ -56,6 +56,16 @@ def test_chunked_prefill_attends_to_its_context():
     assert later.flops - first.flops == 4 * 2 * 4 * 16 * (110 * 111 // 2 - 100 * 101 // 2 - 10 * 11 // 2)
 
 
+def test_token_overhead_is_paid_per_new_position():
+    """A CPU-like device: a prefill of 10 and two decodes pay 12 positions' overhead on top of the rest."""
+    device = DeviceSpec("cpu", 0.042, 0.030, 24.0, step_overhead_s=0.008, row_overhead_s=0.0003)
+    chunks = [ChunkCost(10, 0), ChunkCost(1, 50), ChunkCost(1, 70)]
+    plain = step_cost(DENSE, device, chunks).seconds
+    priced = step_cost(DENSE, DeviceSpec("cpu", 0.042, 0.030, 24.0, step_overhead_s=0.008, row_overhead_s=0.0003,
+                                         token_overhead_s=0.0002), chunks).seconds
+    assert priced - plain == pytest.approx(12 * 0.0002, rel=1e-9)
+
+
 def test_host_transfer_at_the_link_rate():
     assert H200.transfer_s(55e9) == pytest.approx(1.0)
 

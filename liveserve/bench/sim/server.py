@@ -23,7 +23,7 @@ SIM_URL = "sim://liveserve/v1/realtime"
 @dataclass(frozen=True)
 class SimulatedConfig:
     """The served config of a simulation: the file, the spec's overrides, the run's, then the KV pools the
-    spec sizes to its devices' memory (those the run's overrides do not size)."""
+    spec sizes to its devices' memory (those neither the spec's nor the run's overrides size)."""
 
     served: ServedConfig
     spec: SimSpec
@@ -31,7 +31,7 @@ class SimulatedConfig:
     @classmethod
     def load(cls, config, overrides: Sequence[Override], spec: SimSpec) -> SimulatedConfig:
         first = ServedConfig.load(config, (*spec.overrides, *overrides))
-        given = {override.key for override in overrides}
+        given = {override.key for override in (*spec.overrides, *overrides)}
         kv = tuple(o for o in spec.kv_overrides(first.config.pipeline) if o.key not in given)
         return cls(ServedConfig.load(config, (*spec.overrides, *overrides, *kv)), spec)
 

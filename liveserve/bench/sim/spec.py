@@ -85,7 +85,7 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
         stage = section.section(kind)
         stages[kind] = SimulatedStage(stage.section("model").fill(ModelShape, name=kind),
                                       _stage_devices(stage, len(devices)), _ms(stage, "step_overhead_ms"),
-                                      _ms(stage, "row_overhead_ms"))
+                                      _ms(stage, "row_overhead_ms"), _ms(stage, "token_overhead_ms"))
         stage.finish()
     section.finish()
     utilization = root.value("memory_utilization", float, 0.9)
@@ -120,24 +120,29 @@ def _stage_devices(stage: Section, count: int) -> tuple[int, ...]:
 
 
 def _devices(section: Section) -> tuple[DeviceSpec, ...]:
-    """`count` devices of `type`; with `tensor_parallel: N`, each is N GPUs priced as one device of N
-    times the compute, bandwidth, memory and host link (ideal tensor parallelism: the all-reduces between
-    them are not priced, beyond what `step_overhead_ms` stands for)."""
+    """`count` devices of `type` (H200, H100: their published peaks unless the spec gives its own
+    `peak_tflops`, `hbm_tbps`, `memory_gb`; `cpu`: the spec must give all three); with
+    `tensor_parallel: N`, each is N GPUs priced as one device of N times the compute, bandwidth, memory
+    and host link (ideal tensor parallelism: the all-reduces between them are not priced, beyond what
+    `step_overhead_ms` stands for)."""
     kind = section.value("type", str)
-    if kind not in DEVICES:
-        raise ConfigError(f"{section.where('type')}: one of {', '.join(DEVICES)}, got {kind!r}")
+    if kind not in (*DEVICES, "cpu"):
+        raise ConfigError(f"{section.where('type')}: one of {', '.join(DEVICES)}, cpu, got {kind!r}")
+    base = DEVICES.get(kind)
+    peaks = {name: section.value(name, float, *(() if base is None else (getattr(base, name),)))
+             for name in ("peak_tflops", "hbm_tbps", "memory_gb")}
     count = section.value("count", int, 1)
     parallel = section.value("tensor_parallel", int, 1)
     if parallel < 1:
         raise ConfigError(f"{section.where('tensor_parallel')}: must be >= 1, got {parallel}")
-    base = DEVICES[kind]
-    link = section.value("host_link_gbytes_per_s", float, base.host_link_gbytes_per_s)
+    link = section.value("host_link_gbytes_per_s", float, 55.0 if base is None else base.host_link_gbytes_per_s)
     device = build(DeviceSpec, section.path, name=kind if parallel == 1 else f"{parallel}x{kind}",
-                   peak_tflops=base.peak_tflops * parallel, hbm_tbps=base.hbm_tbps * parallel,
-                   memory_gb=base.memory_gb * parallel, host_link_gbytes_per_s=link * parallel,
+                   **{name: value * parallel for name, value in peaks.items()}, host_link_gbytes_per_s=link * parallel,
                    compute_efficiency=section.value("compute_efficiency", float, 1.0),
                    bandwidth_efficiency=section.value("bandwidth_efficiency", float, 1.0),
                    step_overhead_s=_ms(section, "step_overhead_ms") or 0.0,
-                   row_overhead_s=_ms(section, "row_overhead_ms") or 0.0)
+                   row_overhead_s=_ms(section, "row_overhead_ms") or 0.0,
+                   token_overhead_s=_ms(section, "token_overhead_ms") or 0.0,
+                   stages_take_turns=section.value("stages_take_turns", bool, True))
     section.finish()
     return (device,) * count

@@ -17,6 +17,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._now = 0.0
         super().__init__(selector=_JumpingSelector(self))
 
+    def call_later(self, delay, callback, *args, context=None):
+        """As asyncio's, but a positive delay is at least the clock's resolution: asyncio runs a timer due
+        within that resolution at once, so a task waiting for the clock to pass a mark it misses by a
+        rounding error would otherwise sleep and wake without time moving, for ever."""
+        if 0 < delay < self._clock_resolution:
+            delay = self._clock_resolution
+        return super().call_later(delay, callback, *args, context=context)
+
     def time(self) -> float:
         return self._now
 

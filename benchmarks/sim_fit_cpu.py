@@ -1,0 +1,109 @@
+"""Issue 29, item 4: fit the simulated CPU's step times to a real tiny-omni server's step traces.
+
+Reads the step traces a real server wrote (`--set runtime.trace_dir=DIR`: DIR/<stage>.jsonl, one line a
+step with its requests and new positions), prices every traced step with the roofline of
+configs/sim/tiny-omni-cpu.yaml's shapes and device (no overheads), and fits what the roofline leaves,
+stage by stage, as overhead per step + per request in the step + per new position (least squares, no
+negative term). Prints the fitted knobs as the spec's YAML and, with --out, writes them with the fit's
+residuals as JSON.
+
+    liveserve bench replay ... --policy fcfs-lru --set runtime.trace_dir=/tmp/trace-fcfs   # the real run
+    .venv/bin/python benchmarks/sim_fit_cpu.py /tmp/trace-fcfs --out benchmarks/results/sim_fit_cpu.json
+
+A chunk's context is the positions its request ran before it in the trace (at most `--window`, the
+sinks and window of a windowed run); a vocoder chunk also decodes its left context again, as the simulated
+runner prices it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+from liveserve.bench.sim.spec import load_spec
+from stages.sim.cost_model import ChunkCost, step_cost
+from stages.models.vocoder import VocoderConfig
+
+SPEC = Path(__file__).resolve().parents[1] / "configs" / "sim" / "tiny-omni-cpu.yaml"
+KNOBS = ("step_overhead_ms", "row_overhead_ms", "token_overhead_ms")
+
+
+def traced_steps(path: Path) -> list[list[tuple[int, int]]]:
+    """Each traced step that ran chunks, as (new positions, positions its request ran before) per chunk."""
+    ran: dict[str, int] = defaultdict(int)
+    steps = []
+    for line in path.read_text().splitlines():
+        step = json.loads(line)
+        if not step["run"]:
+            continue
+        chunks = []
+        for request_id, num_tokens in step["run"]:
+            chunks.append((num_tokens, ran[request_id]))
+            ran[request_id] += num_tokens
+        steps.append((step["dt"], chunks))
+    return steps
+
+
+def chunk_cost(kind: str, num_tokens: int, start: int, window: int | None = None) -> ChunkCost:
+    if kind == "vocoder":
+        return ChunkCost(num_tokens + min(start, VocoderConfig().left_context_frames), 0, 0)
+    if kind == "encoder":
+        return ChunkCost(num_tokens, 0, 0)
+    return ChunkCost(num_tokens, start if window is None else min(start, window))
+
+
+def fit_stage(kind: str, steps, model, device, window: int | None) -> dict:
+    """Overheads (ms) that make roofline + overheads closest to the traced step times."""
+    bare = replace(device, step_overhead_s=0.0, row_overhead_s=0.0, token_overhead_s=0.0)
+    rows, measured, roofline = [], [], []
+    for seconds, chunks in steps:
+        costs = [chunk_cost(kind, n, start, window) for n, start in chunks]
+        roofline.append(step_cost(model, bare, costs).seconds)
+        rows.append((1.0, len(costs), sum(c.num_tokens for c in costs)))
+        measured.append(seconds)
+    x, y, r = np.array(rows), np.array(measured), np.array(roofline)
+    knobs, _ = nnls(x, y - r)
+    predicted = r + x @ knobs
+    return {"steps": len(y), **{name: round(float(v) * 1000, 3) for name, v in zip(KNOBS, knobs)},
+            "measured_s": round(float(y.sum()), 2), "predicted_s": round(float(predicted.sum()), 2),
+            "roofline_share": round(float(r.sum() / predicted.sum()), 3),
+            "step_mean_ms": round(float(y.mean()) * 1000, 2),
+            "abs_error_p50_ms": round(float(np.median(np.abs(predicted - y))) * 1000, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("trace_dir", type=Path)
+    parser.add_argument("--spec", type=Path, default=SPEC)
+    parser.add_argument("--window", type=int, help="a windowed run's sinks + window tokens")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    spec = load_spec(str(args.spec))
+    fits = {}
+    for kind, stage in spec.stages.items():
+        path = args.trace_dir / f"{kind}.jsonl"
+        steps = traced_steps(path) if path.exists() else []
+        if len(steps) < len(KNOBS):
+            print(f"# {kind}: {len(steps)} traced steps, too few to fit; kept as the spec has it")
+            continue
+        fits[kind] = fit_stage(kind, steps, stage.model, spec.devices[stage.devices[0]], args.window)
+    for kind, fit in fits.items():
+        print(f"  {kind}:  # {fit['steps']} steps, mean {fit['step_mean_ms']} ms, median |error| "
+              f"{fit['abs_error_p50_ms']} ms, busy {fit['measured_s']} s measured / {fit['predicted_s']} s fitted, "
+              f"roofline {fit['roofline_share']:.0%} of it")
+        for name in KNOBS:
+            print(f"    {name}: {fit[name]}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"trace_dir": str(args.trace_dir), "spec": str(args.spec),
+                                        "fits": fits}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
