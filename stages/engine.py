@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -14,6 +12,7 @@ import torch
 from stages.commands import (
     AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration, Wake, queued_batches,
 )
+from stages.engine_thread import EngineThread
 from stages.plan import RunnerOutput, SchedulerPlan, StageOutput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
@@ -58,7 +57,7 @@ class EngineStats:
     kv_block_seconds: float = 0.0
 
 
-class StageEngine:
+class StageEngine(EngineThread):
     """Applies commands, then `plan = schedule(); out = execute(plan); update(plan, out)`.
 
     Every request lives on the engine's thread: other threads only `submit` commands
@@ -72,29 +71,15 @@ class StageEngine:
 
     def __init__(self, name: str, scheduler: Scheduler, runner: ModelRunner, emit: Callable[[list[StageOutput]], None],
                  num_threads: int | None = None, trace: StepTrace | None = None) -> None:
-        self.name = name
+        super().__init__(name)
         self.num_threads = num_threads
         self.trace = trace
         self.scheduler = scheduler
         self.runner = runner
         self.emit = emit
         self.stats = EngineStats()
-        self._commands: queue.SimpleQueue[Sequence[Command]] = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._idle_lock = threading.Lock()
-        self._is_idle = True
         self._resident_tokens: dict[str, int] = {}  # replaced, never mutated: other threads copy it
         self._held_since: float | None = None
-
-    def submit(self, command: Command) -> None:
-        self.submit_all((command,))
-
-    def submit_all(self, commands: Sequence[Command]) -> None:
-        """Queue `commands` as one batch: they are applied in order, all before the same step."""
-        with self._idle_lock:
-            self._is_idle = False
-            self._commands.put(commands)
 
     def step(self) -> list[StageOutput]:
         plan = self.plan_step()
@@ -230,14 +215,8 @@ class StageEngine:
             self._is_idle = self._commands.empty() and self.scheduler.num_ready == 0
             return self._is_idle
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name=f"stage-{self.name}", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        super().stop()
         self.scheduler.residency.close()
         if self.trace is not None:
             self.trace.close()

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
 
 from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration, queued_batches
 from stages.engine import HELD_WAIT_S, IDLE_WAIT_S, StageStatus
+from stages.engine_thread import EngineThread
 from stages.plan import StageOutput
 from stages.policies.base import SchedulingPolicy
 from stages.requests.thinker import ThinkerRequest, ThinkerStep
@@ -24,7 +23,7 @@ NO_HIDDEN = torch.empty(0)  # vLLM hands out tokens, not the hidden states that 
 SET_NUM_THREADS = torch.set_num_threads  # taken before vLLM's CPU worker replaces it with a no-op
 
 
-class VllmThinkerEngine:
+class VllmThinkerEngine(EngineThread):
     """What a StageEngine offers its process (`submit_all`, `start`, `stop`, `status`), over vLLM's engine.
 
     Each session's context stays a ThinkerRequest here (its tokens, its generation, truncation to
@@ -44,38 +43,17 @@ class VllmThinkerEngine:
 
     def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None],
                  policy: SchedulingPolicy | None = None) -> None:
-        self.name, self.engine, self.emit, self.policy = name, engine, emit, policy
+        super().__init__(name)
+        self.engine, self.emit, self.policy = engine, emit, policy
         self.num_threads = torch.get_num_threads()
         self.requests: dict[str, ThinkerRequest] = {}
         self._generations: dict[str, str] = {}  # LiveServe request id -> vLLM id of its running generation
         self._owners: dict[str, str] = {}  # the inverse
         self._num_generations = 0
         self._outputs: list[StageOutput] = []
-        self._commands: queue.SimpleQueue[Sequence[Command]] = queue.SimpleQueue()
-        self._idle_lock = threading.Lock()
-        self._is_idle = True
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._counts = {"num_steps": 0, "num_step_tokens": 0, "last_batch_size": 0, "kv_blocks_peak": 0}
         self._busy_s = 0.0
         self._kv_blocks = (0, 0)
-
-    def submit(self, command: Command) -> None:
-        self.submit_all((command,))
-
-    def submit_all(self, commands: Sequence[Command]) -> None:
-        with self._idle_lock:
-            self._is_idle = False
-            self._commands.put(commands)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name=f"stage-{self.name}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     def run(self) -> None:
         SET_NUM_THREADS(self.num_threads)
