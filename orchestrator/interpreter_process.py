@@ -21,7 +21,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent  # the folder holding the orch
 
 
 class InterpreterProcess:
-    """A StageWorker over a subprocess."""
+    """The part of multiprocessing.Process's interface a ForkedStage uses, over a subprocess."""
 
     def __init__(self, popen: subprocess.Popen) -> None:
         self.popen = popen
@@ -45,10 +45,6 @@ class InterpreterProcess:
 
     def terminate(self) -> None:
         self.popen.terminate()
-
-    def exit_reason(self) -> str:
-        self.join(1.0)
-        return f"its process exited (exit code {self.exitcode})"
 
 
 def spawn_in_interpreter(python: Path, args: StageProcessArgs) -> tuple[InterpreterProcess, Channel]:

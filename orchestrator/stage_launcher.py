@@ -49,7 +49,7 @@ class StageLauncher(ABC):
 
 
 class ForkedStage:
-    """A StageWorker over a child process."""
+    """A StageWorker over a child process (a multiprocessing.Process, or an InterpreterProcess)."""
 
     def __init__(self, process: multiprocessing.Process) -> None:
         self.process = process
@@ -93,7 +93,8 @@ class ForkserverLauncher(StageLauncher):
     def spawn(self, name):
         args = self._args[name]
         if args.spec.interpreter is not None:
-            return spawn_in_interpreter(args.spec.interpreter, args)
+            process, channel = spawn_in_interpreter(args.spec.interpreter, args)
+            return ForkedStage(process), channel
         parent_end, child_end = self._context.Pipe()
         process = self._context.Process(target=serve_stage, args=(args, child_end),
                                         name=f"liveserve-{name}", daemon=True)
