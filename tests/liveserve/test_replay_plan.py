@@ -11,9 +11,11 @@ import pytest
 from liveserve.bench.replay.options import ReplayOptions
 from liveserve.bench.replay.plan import load_requests, plan_sessions
 from liveserve.bench.replay.presets import PRESETS, PresetUnavailable, derive_config
+from liveserve.bench.replay.run import server_overrides
 from liveserve.bench.replay.server_figures import kv_figures
 from liveserve.bench.workloads import WorkloadRequest
 from liveserve.config import lab_config_path, load_config, read_config_data, shipped_configs
+from liveserve.config_document import Override
 from stages.models.tokenizer import TextTokenizer
 
 TOKENIZER = TextTokenizer.default()
@@ -106,6 +108,18 @@ def test_presets_override_every_stage_and_validate_through_the_server_config():
     offloading, _ = derive_config("fcfs-lru", raw, source)
     assert offloading["stages"]["thinker"]["kv"]["eviction"] == "lru"
     assert raw["stages"]["thinker"]["kv"]["eviction"] == "none"  # the input is not modified
+
+
+def test_a_fresh_server_admits_the_sessions_the_run_keeps_in_flight():
+    def max_sessions(**fields) -> list[str]:
+        return [str(o) for o in server_overrides(ReplayOptions(**fields)) if o.path == ("server", "max_sessions")]
+
+    assert load_config(lab_config_path()).server.max_sessions == 32
+    assert max_sessions(max_concurrency=48) == ["server.max_sessions=49"]  # 48 users and the warm-up session
+    assert max_sessions(max_concurrency=8) == []  # the config's 32 admit them
+    assert max_sessions() == []  # no cap on sessions in flight: the server's limit is part of the run
+    with_set = max_sessions(max_concurrency=48, overrides=(Override(("server", "max_sessions"), 16),))
+    assert with_set == ["server.max_sessions=49", "server.max_sessions=16"]  # --set applies last
 
 
 def test_a_preset_the_server_refuses_says_which_component():

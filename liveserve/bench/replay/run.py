@@ -76,9 +76,23 @@ def check_preset(options: ReplayOptions) -> None:
 
 
 def server_overrides(options: ReplayOptions) -> tuple[Override, ...]:
-    """What a fresh server's config gets, in order: the `policy` preset's settings, then `--set`'s."""
+    """What a fresh server's config gets, in order: the `policy` preset's settings; `server.max_sessions`
+    raised, where the config's is lower, to admit the `max_concurrency` sessions the run keeps in flight
+    (plus the warm-up session, which may still be closing); then `--set`'s."""
     source = resolve_config_path(options.config, LAB_CONFIG)
-    return (*preset_overrides(options.policy, read_config_data(source), source), *options.overrides)
+    data = read_config_data(source)
+    return (*preset_overrides(options.policy, data, source), *_admit_in_flight(options, data), *options.overrides)
+
+
+def _admit_in_flight(options: ReplayOptions, data: object) -> tuple[Override, ...]:
+    if options.max_concurrency is None:
+        return ()
+    server = data.get("server") if isinstance(data, dict) else None
+    configured = server.get("max_sessions") if isinstance(server, dict) else None
+    needed = options.max_concurrency + 1
+    if isinstance(configured, int) and configured >= needed:
+        return ()
+    return (Override(("server", "max_sessions"), needed),)
 
 
 def _target_ms_per_token(target: ServerTarget) -> float | None:
