@@ -35,6 +35,9 @@ class Orderable(Protocol):
     @property
     def is_speculative(self) -> bool: ...
 
+    @property
+    def num_pending(self) -> int: ...
+
 
 R = TypeVar("R", bound=Orderable)
 

@@ -26,7 +26,8 @@ class UrgencyParams:
     device); `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the
     utility that orders the remaining requests. Requests are held and yield only while
     the stage's KV, on the device and offloaded, takes at most `pace_kv_share` of its
-    pool (.inf: whatever it takes).
+    pool (.inf: whatever it takes). First-audio requests are ordered as if each pending
+    position took `u1_ms_per_position` ms (0: by ready age alone).
     """
 
     p_safe_ms: float = 400.0
@@ -36,6 +37,7 @@ class UrgencyParams:
     alpha: float = 1.0
     beta: float = 0.25
     pace_kv_share: float = 0.9
+    u1_ms_per_position: float = 0.25
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -44,7 +46,7 @@ class UrgencyParams:
         if self.p_resume_ms is not None:
             require_number(self, "p_resume_ms", lambda v: self.p_safe_ms < v < self.p_max_ms,
                            f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
-        for name in ("alpha", "beta"):
+        for name in ("alpha", "beta", "u1_ms_per_position"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
         require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
 
@@ -62,7 +64,12 @@ class UrgencyPolicy(SchedulingPolicy):
     """Orders ready requests by what their listener hears, from s = view.playback(id), P = s.buffer_ms(now).
 
     - U0 playback at risk: started and P <= p_safe_ms. Served first, smallest P first.
-    - U1 first audio: not started. Next, longest ready first (`ready_since`).
+    - U1 first audio: not started. Next, by when each would be served if its pending
+      positions took `u1_ms_per_position` ms each: `ready_since` + num_pending x that.
+      Among listeners who started waiting together, the least work first (a burst of
+      new turns: short prompts do not queue behind a long one's prefill); a request is
+      passed over only by those that became ready less than its extra work later, so
+      none starves.
     - U2 the rest: highest utility first,
       U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
@@ -90,7 +97,7 @@ class UrgencyPolicy(SchedulingPolicy):
     - Speculative (`is_speculative`: a partial transcript while the user still speaks):
       after U2, longest ready first; like work far ahead, it yields while a listener waits.
     A reply that has not started is never held: its listener is waiting. Fail closed:
-    a request without telemetry is ordered by ready age among U1, since waiting for
+    a request without telemetry is ordered as U1, since waiting for
     first audio is the one assumption that never starves a listener, but it makes no
     one yield. Ties keep the order given (the scheduler's: the order requests were added).
 
@@ -119,6 +126,7 @@ class UrgencyPolicy(SchedulingPolicy):
         params = self.params
         p_safe, p_max = params.p_safe_ms, params.p_max_ms
         exposure = params.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
+        s_per_position = params.u1_ms_per_position / 1000.0
         p_resume = params.p_max_ms if params.p_resume_ms is None else params.p_resume_ms  # where a hold ends
         paced = self._may_pace()
         if not paced:
@@ -139,7 +147,7 @@ class UrgencyPolicy(SchedulingPolicy):
                 continue
             state = playback(request.request_id)
             if state is None or not state.started:
-                u1_keys.append(request.ready_since)
+                u1_keys.append(request.ready_since + request.num_pending * s_per_position)
                 u1.append(request)
                 num_fallbacks += state is None
                 continue

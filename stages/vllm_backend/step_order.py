@@ -16,11 +16,13 @@ V = TypeVar("V")  # a vLLM request
 @dataclass(slots=True)
 class QueuedRequest(Generic[V]):
     """One vLLM request as a SchedulingPolicy reads it (Orderable): keyed by LiveServe's request id (vLLM's
-    own carries a random suffix), ready since it arrived (a generation is ready at once), never speculative
-    (a thinker's generation), RUNNING while vLLM holds its KV."""
+    own carries a random suffix), ready since it arrived (a generation is ready at once), `num_pending` the
+    positions it has yet to compute, never speculative (a thinker's generation), RUNNING while vLLM holds
+    its KV."""
 
     request_id: str
     arrival_time: float
+    num_pending: int
     status: RequestStatus
     entry: V
 
@@ -46,9 +48,9 @@ class StepOrder(Generic[V]):
 
 
 def order_step(policy: SchedulingPolicy, running: Sequence[V], waiting: Sequence[V],
-               describe: Callable[[V], tuple[str, float]], now: float) -> StepOrder[V]:
+               describe: Callable[[V], tuple[str, float, int]], now: float) -> StepOrder[V]:
     """Ask `policy` to order vLLM's `running` and `waiting` requests, `describe` giving each one's LiveServe
-    request id and arrival time."""
+    request id, arrival time and positions yet to compute."""
     queued = [QueuedRequest(*describe(entry), RequestStatus.RUNNING, entry) for entry in running]
     queued += [QueuedRequest(*describe(entry), RequestStatus.WAITING, entry) for entry in waiting]
     ordered = policy.order(queued, now)

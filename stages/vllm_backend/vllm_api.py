@@ -150,9 +150,9 @@ class PolicyOrdering:
         return output
 
 
-def _describe(request) -> tuple[str, float]:
+def _describe(request) -> tuple[str, float, int]:
     extra = request.sampling_params.extra_args or {}
-    return extra.get(OWNER_ARG, request.request_id), request.arrival_time
+    return extra.get(OWNER_ARG, request.request_id), request.arrival_time, request.num_tokens - request.num_computed_tokens
 
 
 class OrderedScheduler:

@@ -64,6 +64,7 @@ def ids(requests) -> list[str]:
     ("alpha", -0.5, "alpha must be a finite number >= 0, got -0.5"),
     ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
+    ("u1_ms_per_position", -1, "u1_ms_per_position must be a finite number >= 0, got -1"),
     ("pace_kv_share", 0, "pace_kv_share must be a number > 0 (.inf: pace whatever the pool), got 0"),
     ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
     ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
@@ -77,7 +78,7 @@ def test_urgency_parameters_are_validated_by_name(field, value, message):
 def test_urgency_parameter_defaults_and_a_policy_gets_its_own_params():
     params = UrgencyParams()
     assert (params.p_safe_ms, params.p_yield_ms, params.p_max_ms) == (400.0, 1000.0, 2000.0)
-    assert (params.alpha, params.beta) == (1.0, 0.25)
+    assert (params.alpha, params.beta, params.u1_ms_per_position) == (1.0, 0.25, 0.25)
     assert UrgencyParams(p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     assert make_policy(SchedulerConfig(policy="urgency")).params == params  # None: the policy's defaults
     assert make_policy(SchedulerConfig()).params == FCFSParams()
@@ -111,6 +112,29 @@ def test_u1_goes_by_ready_age_not_by_arrival():
     # b and c have waited since t=3, a only since t=7 (it arrived first, but its new turn is recent);
     # b and c tie on ready age: they keep the order given.
     assert ids(policy.order(requests, now=8.0)) == ["b", "c", "a"]
+
+
+def prompt(rid: str, since: float, num_tokens: int):
+    """A thinker request whose `num_tokens`-token prompt is pending, ready since `since`."""
+    request = thinker(rid, 0.0, list(range(1, num_tokens + 1)), max_tokens=1)
+    request.ready_since = since
+    return request
+
+
+def test_u1_listeners_who_started_waiting_together_go_least_work_first():
+    policy = urgency(FakeView(long=NOT_STARTED, mid=NOT_STARTED, short=NOT_STARTED))
+    requests = [prompt("long", 1.0, 900), prompt("mid", 1.0, 120), prompt("short", 1.0, 20)]
+    assert ids(policy.order(requests, now=1.0)) == ["short", "mid", "long"]
+
+
+def test_u1_work_is_weighed_against_ready_age_so_a_long_prompt_does_not_starve():
+    policy = urgency(FakeView(long=NOT_STARTED, soon=NOT_STARTED, later=NOT_STARTED), u1_ms_per_position=0.25)
+    # long's 900 positions count as 225 ms: a 20-position prompt ready 100 ms after it goes first,
+    # one ready 300 ms after it does not.
+    requests = [prompt("long", 1.0, 900), prompt("later", 1.3, 20), prompt("soon", 1.1, 20)]
+    assert ids(policy.order(requests, now=1.3)) == ["soon", "long", "later"]
+    by_age = urgency(FakeView(long=NOT_STARTED, soon=NOT_STARTED, later=NOT_STARTED), u1_ms_per_position=0)
+    assert ids(by_age.order(requests, now=1.3)) == ["long", "soon", "later"]
 
 
 def test_a_draining_buffer_moves_a_reply_from_u2_to_u0():

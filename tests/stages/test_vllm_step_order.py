@@ -20,14 +20,15 @@ class VllmRequest:
     vllm_id: str
     owner: str
     arrival_time: float
+    num_pending: int
 
 
-def describe(request: VllmRequest) -> tuple[str, float]:
-    return request.owner, request.arrival_time
+def describe(request: VllmRequest) -> tuple[str, float, int]:
+    return request.owner, request.arrival_time, request.num_pending
 
 
-def vllm(owner: str, arrival: float) -> VllmRequest:
-    return VllmRequest(f"{owner}#1-5f0c9a1e", owner, arrival)
+def vllm(owner: str, arrival: float, num_pending: int = 1) -> VllmRequest:
+    return VllmRequest(f"{owner}#1-5f0c9a1e", owner, arrival, num_pending)
 
 
 def owners(requests) -> list[str]:
@@ -51,6 +52,13 @@ def test_waiting_requests_are_rekeyed_and_a_new_turn_waiting_for_first_audio_goe
     waiting = [vllm("resumed", 1.0), vllm("new", 5.0), vllm("older_new", 4.0)]
     order = order_step(policy, [], waiting, describe, now=10.0)
     assert owners(order.waiting) == ["older_new", "new", "resumed"]  # U1 longest ready first, then U2
+
+
+def test_new_turns_waiting_together_go_least_prefill_first():
+    policy = urgency(long=NOT_STARTED, short=NOT_STARTED)
+    order = order_step(policy, [], [vllm("long", 5.0, num_pending=900), vllm("short", 5.0, num_pending=20)],
+                       describe, now=10.0)
+    assert owners(order.waiting) == ["short", "long"]
 
 
 def test_held_and_yielding_requests_sit_the_step_out_in_their_queues():
