@@ -16,7 +16,7 @@ class BatchPlanner:
 
     It walks the order giving each request as many pending positions as the token
     budget left allows (a long prefill is chunked across rounds) until
-    `max_num_batched_tokens` (or the round's lower budget) or `max_num_seqs` is reached; a planned request is
+    `max_num_batched_tokens` or `max_num_seqs` is reached; a planned request is
     admitted (RUNNING) and stamped `last_scheduled_time`. Before a chunk is planned
     its KV is reserved (ask, then commit): a request that could never fit fails (via
     `fail`); an admitted request whose KV is away waits for it to load, and for room
@@ -39,12 +39,9 @@ class BatchPlanner:
         self.fail = fail
         self._growth = 0  # admitted requests still to plan in this round
 
-    def plan(self, ordered: list[StageRequest], plan: SchedulerPlan, round_tokens: int | None = None) -> None:
-        """Append to `plan` the chunks of this round, and the requests preempted for them, within
-        `round_tokens` positions if given (and below the stage's budget)."""
+    def plan(self, ordered: list[StageRequest], plan: SchedulerPlan) -> None:
+        """Append to `plan` the chunks of this round, and the requests preempted for them."""
         budget = self.config.max_num_batched_tokens
-        if round_tokens is not None:
-            budget = min(budget, round_tokens)
         running = RequestStatus.RUNNING
         self._growth = sum(r.status is running for r in ordered)
         for request in ordered:

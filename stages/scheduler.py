@@ -120,7 +120,7 @@ class Scheduler:
         self.residency.sweep(dormant, now)
         ordered = self.policy.order(ready, now)
         self.residency.follow_holds(self.policy.resume_at, self.requests, now)
-        self.planner.plan(ordered, plan, self.policy.round_tokens)
+        self.planner.plan(ordered, plan)
         return plan
 
     def _scan(self, now: float, newly_ready: list[str]) -> tuple[list[StageRequest], list[StageRequest]]:

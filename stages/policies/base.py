@@ -67,9 +67,6 @@ class SchedulingPolicy(ABC):
       their listener, not just left out for a round) to the clock time each is
       expected to be served again; their KV may leave the device meanwhile. Empty
       for a policy that holds nothing that long.
-    - `round_tokens`: the most positions the round the last `order` ordered may
-      compute, below the stage's `max_num_batched_tokens` (None: the stage's
-      budget), e.g. short rounds while a listener waits on a single position.
     - `prefill_preempts`: whether a prefill may make an active request recompute while
       others decode (see Preemptor).
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
@@ -88,7 +85,6 @@ class SchedulingPolicy(ABC):
         self.kv = kv
         self.device = device
         self.resume_at: dict[str, float] = {}
-        self.round_tokens: int | None = None
 
     @abstractmethod
     def order(self, requests: Sequence[R], now: float) -> list[R]:

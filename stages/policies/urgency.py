@@ -27,9 +27,7 @@ class UrgencyParams:
     utility that orders the remaining requests. Requests are held and yield only while
     the stage's KV, on the device and offloaded, takes at most `pace_kv_share` of its
     pool (.inf: whatever it takes). First-audio requests are ordered as if each pending
-    position took `u1_ms_per_position` ms (0: by ready age alone). While a listener waits
-    on a single position (a decode at risk, or toward first audio), a round computes at
-    most `urgent_round_tokens` positions (None: the stage's budget).
+    position took `u1_ms_per_position` ms (0: by ready age alone).
     """
 
     p_safe_ms: float = 400.0
@@ -40,7 +38,6 @@ class UrgencyParams:
     beta: float = 0.25
     pace_kv_share: float = 0.9
     u1_ms_per_position: float = 0.25
-    urgent_round_tokens: int | None = 128
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -51,8 +48,6 @@ class UrgencyParams:
                            f"a number between p_safe_ms ({self.p_safe_ms}) and p_max_ms ({self.p_max_ms}), or null")
         for name in ("alpha", "beta", "u1_ms_per_position"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-        if self.urgent_round_tokens is not None:
-            require_number(self, "urgent_round_tokens", lambda v: v >= 1 and v == int(v), "an integer >= 1, or null")
         require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
 
 
@@ -106,10 +101,6 @@ class UrgencyPolicy(SchedulingPolicy):
     first audio is the one assumption that never starves a listener, but it makes no
     one yield. Ties keep the order given (the scheduler's: the order requests were added).
 
-    - Short rounds: while a U0 or U1 request (with telemetry) has a single pending
-      position (a reply decoding at risk, or toward its first audio), the round takes at
-      most `urgent_round_tokens` positions (`round_tokens`): others' long prefills go on
-      in short chunks instead of making that position wait a full chunk's step.
     A prefill does not preempt active requests while others decode (`prefill_preempts`
     False): under pressure a new turn waits for replies to end rather than start a
     cascade of recomputations.
@@ -128,7 +119,6 @@ class UrgencyPolicy(SchedulingPolicy):
         self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[R], now: float) -> list[R]:
-        self.round_tokens = None
         if not requests:
             self._report(False)
             self.resume_at = {}
@@ -150,7 +140,6 @@ class UrgencyPolicy(SchedulingPolicy):
         u0_keys, u0, u1_keys, u1, u2_keys, u2, u2_buffers = [], [], [], [], [], [], []
         guess_keys, guesses = [], []
         num_fallbacks = num_held = 0
-        waits_on_one = False  # a listener waits on a single position
         for request in requests:
             if request.is_speculative:
                 guess_keys.append(request.ready_since)
@@ -161,14 +150,12 @@ class UrgencyPolicy(SchedulingPolicy):
                 u1_keys.append(request.ready_since + request.num_pending * s_per_position)
                 u1.append(request)
                 num_fallbacks += state is None
-                waits_on_one = waits_on_one or (state is not None and request.num_pending == 1)
                 continue
             drain_s = state.drained_at - now  # P = state.buffer_ms(now), inlined: this loop is the hot path
             buffer_ms = (drain_s * 1000.0 if drain_s > 0.0 else 0.0) + state.queued_ms
             if buffer_ms <= p_safe:
                 u0_keys.append(buffer_ms)
                 u0.append(request)
-                waits_on_one = waits_on_one or request.num_pending == 1
                 continue
             if buffer_ms >= p_max or (request.request_id in was_held and buffer_ms > p_resume):
                 num_held += 1
@@ -181,8 +168,6 @@ class UrgencyPolicy(SchedulingPolicy):
             u2.append(request)
             u2_buffers.append(buffer_ms)
         self.resume_at = resume_at
-        if waits_on_one:
-            self.round_tokens = params.urgent_round_tokens
         waiting_here = bool(u0) or len(u1) > num_fallbacks
         self._report(waiting_here)
         yielding = paced and (waiting_here or (self.device is not None and self.device.listener_waiting))

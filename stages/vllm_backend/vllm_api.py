@@ -117,8 +117,7 @@ class PolicyOrdering:
     policy stays fcfs: they are deques). Requests the policy leaves out (held, yielding to a waiting
     listener) are taken out of the queues for the step, the running-request limits lowered by as many (their
     slots stay theirs), and put back last afterwards: held, an admitted request keeps its KV and cannot be
-    preempted. A round budget the policy sets (`round_tokens`) lowers the step's token budget. Without a
-    policy (`liveserve_policy` None) the step is vLLM's own.
+    preempted. Without a policy (`liveserve_policy` None) the step is vLLM's own.
     """
 
     liveserve_policy: SchedulingPolicy | None = None
@@ -139,15 +138,11 @@ class PolicyOrdering:
         num_held = len(order.held_running)
         self.max_num_running_reqs -= num_held
         self.max_num_active_reqs -= num_held
-        token_budget = self.max_num_scheduled_tokens
-        if self.liveserve_policy.round_tokens is not None:
-            self.max_num_scheduled_tokens = min(token_budget, self.liveserve_policy.round_tokens)
         try:
             output = super().schedule(*args, **kwargs)
         finally:
             self.max_num_running_reqs += num_held
             self.max_num_active_reqs += num_held
-            self.max_num_scheduled_tokens = token_budget
             self.running.extend(order.held_running)
             for request in order.held_waiting:
                 self._enqueue_waiting_request(request)

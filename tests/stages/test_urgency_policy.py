@@ -65,8 +65,6 @@ def ids(requests) -> list[str]:
     ("beta", math.inf, "beta must be a finite number >= 0, got inf"),
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
     ("u1_ms_per_position", -1, "u1_ms_per_position must be a finite number >= 0, got -1"),
-    ("urgent_round_tokens", 0, "urgent_round_tokens must be an integer >= 1, or null, got 0"),
-    ("urgent_round_tokens", 2.5, "urgent_round_tokens must be an integer >= 1, or null, got 2.5"),
     ("pace_kv_share", 0, "pace_kv_share must be a number > 0 (.inf: pace whatever the pool), got 0"),
     ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
     ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
@@ -137,39 +135,6 @@ def test_u1_work_is_weighed_against_ready_age_so_a_long_prompt_does_not_starve()
     assert ids(policy.order(requests, now=1.3)) == ["soon", "long", "later"]
     by_age = urgency(FakeView(long=NOT_STARTED, soon=NOT_STARTED, later=NOT_STARTED), u1_ms_per_position=0)
     assert ids(by_age.order(requests, now=1.3)) == ["long", "soon", "later"]
-
-
-@pytest.mark.parametrize("policy, short_round, next_round", [
-    ("urgency", [("a", 3, 1), ("b", 0, 7)], [("b", 7, 33), ("a", 4, 1)]),  # a round of 8, then b's prompt first
-    ("fcfs", [("a", 3, 1), ("b", 0, 40)], [("a", 4, 1)]),  # b's whole prompt, its one token sampled with it
-])
-def test_a_reply_decoding_toward_first_audio_gets_short_rounds_beside_a_long_prefill(policy, short_round, next_round):
-    view = FakeView(a=NOT_STARTED)
-    params = UrgencyParams(urgent_round_tokens=8) if policy == "urgency" else None
-    scheduler, runner, _ = make_scheduler(max_tokens=64, view=view, policy=policy, params=params)
-    scheduler.add(thinker("a", 0.0, [1, 2, 3], max_tokens=5))
-    step(scheduler, runner)  # a's prompt: it decodes from now on, one position a round
-    scheduler.add(thinker("b", 1.0, list(range(1, 41)), max_tokens=1))
-    view.states["b"] = NOT_STARTED
-    plan, _ = step(scheduler, runner)
-    assert chunks_of(plan) == short_round
-    view.states["a"] = playing(900.0)  # a's audio plays, well buffered: nobody waits on one position
-    plan, _ = step(scheduler, runner)
-    assert chunks_of(plan) == next_round
-
-
-def test_short_rounds_are_for_listeners_waiting_on_one_position_only():
-    view = FakeView(p=NOT_STARTED, risk=playing(100.0), ahead=playing(900.0))
-    policy = urgency(view)
-    policy.order([prompt("p", 0.0, 30), prompt("ahead", 0.0, 1)], now=1.0)
-    assert policy.round_tokens is None  # a prompt and a reply well ahead: full rounds
-    policy.order([prompt("p", 0.0, 30), prompt("risk", 0.0, 1)], now=1.0)
-    assert policy.round_tokens == 128  # a decode at risk
-    policy.order([prompt("p", 0.0, 30), prompt("nobody", 0.0, 1)], now=1.0)
-    assert policy.round_tokens is None  # no telemetry: it makes no round short
-    assert urgency(view, urgent_round_tokens=None).order([prompt("risk", 0.0, 1)], now=1.0)
-    policy.order([], now=1.0)
-    assert policy.round_tokens is None
 
 
 def test_a_draining_buffer_moves_a_reply_from_u2_to_u0():

@@ -65,8 +65,3 @@ def test_work_ahead_yields_while_a_new_turn_waits_for_first_audio_and_resumes_on
 def test_the_waiting_queue_is_rekeyed_so_a_new_turn_is_admitted_before_a_reply_already_playing(scenes):
     assert steps(scenes, "waiting_order", "fcfs", "scheduled") == [["resumed"]]
     assert steps(scenes, "waiting_order", "urgency", "scheduled") == [["new"]]
-
-
-def test_a_reply_decoding_toward_first_audio_keeps_steps_short_beside_a_long_prompt(scenes):
-    assert steps(scenes, "short_round", "fcfs", "tokens") == [{"first": 1, "long": 512}, {"first": 1, "long": 1}]
-    assert steps(scenes, "short_round", "urgency", "tokens") == [{"first": 1, "long": 127}, {"first": 1, "long": 127}]

@@ -80,17 +80,13 @@ def add(sched, owner: str, arrival: float, prompt_len: int = BLOCK) -> None:
 
 
 def step(sched) -> dict:
-    """One schedule() and the model's reply (token 7 for every request that ended its prompt or decoded, nothing
-    for a prompt's partial chunk)."""
+    """One schedule() and the model's reply (token 7 for every request that ended its prompt or decoded)."""
     out = sched.schedule()
-    scheduled = list(out.num_scheduled_tokens)
-    sampled = [[7] if sched.requests[r].num_computed_tokens >= sched.requests[r].num_prompt_tokens else []
-               for r in scheduled]
-    sched.update_from_output(out, ModelRunnerOutput(req_ids=scheduled, req_id_to_index={r: i for i, r in enumerate(scheduled)},
-                                                    sampled_token_ids=sampled))
+    sampled = [r for r in out.num_scheduled_tokens if sched.requests[r].num_computed_tokens >= sched.requests[r].num_prompt_tokens]
+    sched.update_from_output(out, ModelRunnerOutput(req_ids=sampled, req_id_to_index={r: i for i, r in enumerate(sampled)},
+                                                    sampled_token_ids=[[7] for _ in sampled]))
     return {"scheduled": owners(out.num_scheduled_tokens), "preempted": owners(out.preempted_req_ids or ()),
-            "running": owners(r.request_id for r in sched.running),
-            "tokens": dict(zip(owners(out.num_scheduled_tokens), out.num_scheduled_tokens.values()))}
+            "running": owners(r.request_id for r in sched.running)}
 
 
 def owners(vllm_ids) -> list[str]:
@@ -152,17 +148,7 @@ def waiting_order(ordered: bool) -> list[dict]:
     return [step(sched)]
 
 
-def short_round(ordered: bool) -> list[dict]:
-    """A reply decoding toward its first audio as a 512-token prompt arrives (the step's budget: 1024)."""
-    states = {"first": NOT_STARTED, "long": NOT_STARTED}
-    sched = scheduler(max_num_seqs=4, num_blocks=64, states=states, ordered=ordered)
-    add(sched, "first", 1.0)
-    step(sched)
-    add(sched, "long", 2.0, prompt_len=512)
-    return [step(sched), step(sched)]
-
-
-SCENES = {scene.__name__: scene for scene in (preemption, hold, held_slot, yielding, waiting_order, short_round)}
+SCENES = {scene.__name__: scene for scene in (preemption, hold, held_slot, yielding, waiting_order)}
 
 
 def main(names: list[str]) -> None:
