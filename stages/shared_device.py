@@ -24,7 +24,7 @@ class SharedDevice:
     """
 
     def __init__(self, slots: MutableSequence[bool] | None = None, first_slot: int = 0) -> None:
-        self._boards: list[list] = [[[] if slots is None else slots, first_slot]]  # [slots, next slot] a device
+        self._boards = [_Board([] if slots is None else slots, first_slot)]
         self._seats: list[tuple[int, ...]] = []  # per join, its slot on each board
 
     @classmethod
@@ -33,25 +33,31 @@ class SharedDevice:
         if not boards:
             raise ValueError("a stage computes on at least one device")
         device = cls(*boards[0])
-        device._boards += [[slots, first_slot] for slots, first_slot in boards[1:]]
+        device._boards += [_Board(slots, first_slot) for slots, first_slot in boards[1:]]
         return device
 
     def join(self) -> int:
         """A new seat for one stage's reports: a slot on every board."""
-        seat = []
-        for board in self._boards:
-            waiting, slot = board
-            board[1] = slot + 1
-            if slot == len(waiting):
-                waiting.append(False)
-            seat.append(slot)
-        self._seats.append(tuple(seat))
+        self._seats.append(tuple(board.join() for board in self._boards))
         return len(self._seats) - 1
 
     def report(self, seat: int, waiting: bool) -> None:
-        for (slots, _), slot in zip(self._boards, self._seats[seat]):
-            slots[slot] = waiting
+        for board, slot in zip(self._boards, self._seats[seat]):
+            board.waiting[slot] = waiting
 
     @property
     def listener_waiting(self) -> bool:
-        return any(True in slots for slots, _ in self._boards)
+        return any(True in board.waiting for board in self._boards)
+
+
+class _Board:
+    """One device's slots, and the next this process hands out."""
+
+    def __init__(self, waiting: MutableSequence[bool], next_slot: int) -> None:
+        self.waiting, self.next_slot = waiting, next_slot
+
+    def join(self) -> int:
+        slot, self.next_slot = self.next_slot, self.next_slot + 1
+        if slot == len(self.waiting):
+            self.waiting.append(False)
+        return slot
