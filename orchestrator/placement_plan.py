@@ -2,9 +2,10 @@
 
 A replica on GPUs holds a 1/tensor_parallel_size share of its weights and of its KV pool on each of
 them (KV heads are replicated when there are fewer than GPUs, as vLLM does); its host tier lives in
-the node's RAM. The plan refuses what cannot run: GPUs the node has not got, replicas sharing a GPU
-without memory fractions or over a whole GPU between them, a tensor parallel size the heads do not
-divide by, weights and KV over a replica's share of its GPUs.
+the node's RAM. A thinker on vLLM has no KV pool of LiveServe's: on GPUs vLLM's KV takes what the weights
+leave of its memory fraction, which the plan counts as its KV. The plan refuses what cannot run: GPUs the
+node has not got, replicas sharing a GPU without memory fractions or over a whole GPU between them, a
+tensor parallel size the heads do not divide by, weights and KV over a replica's share of its GPUs.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ def _place(spec: StageSpec, deployment: StageDeployment, replica: int, gpus: tup
         _check_heads(spec, split)
         budget = (deployment.memory_fraction or 1.0) * node.memory_bytes
         _check_fit(spec, replica, weights, kv_bytes, budget, deployment)
+        if spec.backend == "vllm" and weights is not None:
+            kv_tokens, kv_bytes = _left_for_kv(spec, deployment, split, budget - weights)
     return ReplicaPlacement(spec.name, replica, 0, gpus, weights, kv_bytes, budget, kv_tokens, host_bytes)
 
 
@@ -133,6 +136,17 @@ def _kv(spec: StageSpec, deployment: StageDeployment, split: int) -> tuple[int, 
     tokens = spec.kv.num_blocks * spec.kv.block_size
     host = spec.kv.host.num_blocks * spec.kv.block_size if spec.kv.host is not None else 0
     return tokens, tokens * per_token * heads_per_gpu, host * per_token * decoder.num_kv_heads
+
+
+def _left_for_kv(spec: StageSpec, deployment: StageDeployment, split: int, left: float) -> tuple[int, float]:
+    """vLLM's KV on GPUs: whole blocks in what the weights leave of the replica's share of each GPU (at most:
+    vLLM first takes the activations' peak it measures at start, and CUDA graphs' memory, out of it)."""
+    decoder = decoder_of(spec)
+    heads_per_gpu = -(-decoder.num_kv_heads // split)
+    per_token = 2 * decoder.num_layers * decoder.head_dim * deployment.element_bytes * heads_per_gpu
+    block = spec.vllm.block_size
+    tokens = int(left // (per_token * block)) * block
+    return tokens, tokens * per_token
 
 
 def _check_heads(spec: StageSpec, split: int) -> None:

@@ -8,18 +8,18 @@ Every GPU node the config uses is one placement group of one bundle per GPU (STR
 node), holding the whole node: a replica goes in the bundle of its first GPU, taking its memory fraction
 of it (or all of it), and sees the GPUs the config gives it (the actor sets CUDA_VISIBLE_DEVICES from
 `devices` over what Ray set, before anything starts CUDA). Replicas on the CPU run on the server's node;
-node 0's group is asked for there. Stages computing on one device of the server's node share a
-SharedDevice board in shared memory (so that the urgency policy yields across them, as with stage
-processes). A stage on another node reads playback times in its own monotonic clock, not the server's:
-its urgency figures are off by the clocks' difference (not corrected yet).
+node 0's group is asked for there. Each device of the server's node (its CPU, each GPU) has a SharedDevice
+board in shared memory, on which every stage computing there reports (a replica spanning several GPUs on
+each of theirs), so that the urgency policy yields across them, as with stage processes. A stage on another
+node reads playback times in its own monotonic clock, not the server's: its urgency figures are off by the
+clocks' difference (not corrected yet).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import defaultdict
-from collections.abc import MutableSequence, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Client
 
 import ray
@@ -28,6 +28,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, placement_
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from orchestrator.deployment import StageDeployment
+from orchestrator.device_boards import seat_boards
 from orchestrator.placement_plan import PlanError
 from orchestrator.ray_layout import RaySettings, ReplicaSlot, lay_out
 from orchestrator.ray_stage_actor import StageActor
@@ -36,6 +37,7 @@ from orchestrator.stage_launcher import StageLauncher
 from orchestrator.shared_slots import SharedSlots
 from orchestrator.stage_process import StageProcessArgs
 from orchestrator.wire import Channel
+from stages.shared_device import Board
 
 log = logging.getLogger(__name__)
 DEATH_CHECK_S = 10.0
@@ -74,24 +76,26 @@ class RayLauncher(StageLauncher):
             placed = ", ".join(f"{name} ({slot.node}: {slot.cuda_visible_devices})" for name, slot in on_gpus.items())
             log.warning("placed on GPUs (node: GPUs): %s; this build's engines compute on the CPU there", placed)
         boards = self._share_boards([spec.name for spec in specs])
-        self.stage_args = {spec.name: StageProcessArgs(spec, *boards[spec.name], torch_threads, log_level)
+        self.stage_args = {spec.name: StageProcessArgs(spec, boards[spec.name], torch_threads, log_level)
                            for spec in specs}
         self._starting = {spec.name: self._start_actor(spec.name) for spec in specs}  # all at once; spawn waits
 
-    def _share_boards(self, names: list[str]) -> dict[str, tuple[MutableSequence[bool], int]]:
-        """Each stage's SharedDevice slots and its slot: the stages computing on one device of the server's
-        node (the CPU, or a replica's first GPU) share a board in shared memory; a stage on another node has
-        one of its own."""
-        devices = defaultdict(list)
+    def _share_boards(self, names: list[str]) -> dict[str, tuple[Board, ...]]:
+        """Each stage's SharedDevice boards and its slot on each: every device of the server's node (the CPU,
+        each GPU) has a board in shared memory, with a slot for every stage computing there (on each of its
+        GPUs, for a replica spanning several); a stage on another node has one of its own."""
+        here = {}
         for name in names:
             slot = self._slots.get(name, ReplicaSlot())
             if slot.node is None or self._node_of_group(slot.node) == self._server_node:
-                devices[(slot.node, slot.gpus[:1])].append(name)
-        boards = {name: ([False], 0) for name in names}
-        for sharing in devices.values():
-            self._boards.append(SharedSlots.create(len(sharing)))
-            boards.update({name: (self._boards[-1], index) for index, name in enumerate(sharing)})
+                here[name] = slot.devices
+        boards = {name: (([False], 0),) for name in names}
+        boards.update(seat_boards(here, self._new_board))
         return boards
+
+    def _new_board(self, size: int) -> SharedSlots:
+        self._boards.append(SharedSlots.create(size))
+        return self._boards[-1]
 
     def _node_of_group(self, node: int) -> str:
         return placement_group_table(self._groups[node])["bundles_to_node_id"][0]

@@ -52,6 +52,12 @@ class ReplicaSlot:
     def cuda_visible_devices(self) -> str:
         return ",".join(map(str, self.gpus))
 
+    @property
+    def devices(self) -> tuple[tuple[int | None, int | None], ...]:
+        """The physical devices it computes on, as (node, GPU): each of its GPUs, or (None, None) for the CPU
+        of the server's machine."""
+        return tuple((self.node, gpu) for gpu in self.gpus) or ((None, None),)
+
 
 def lay_out(deployments: Sequence[StageDeployment], gpus_per_node: int, num_nodes: int) -> dict[str, ReplicaSlot]:
     """Every replica's slot, by its name (`<stage>`, or `<stage>-<i>` for several), on `num_nodes` nodes of

@@ -87,7 +87,7 @@ class ForkserverLauncher(StageLauncher):
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["orchestrator.stage_process"])
         self._slots = SharedSlots.create(len(specs))
-        self._args = {spec.name: StageProcessArgs(spec, self._slots, slot, torch_threads, log_level)
+        self._args = {spec.name: StageProcessArgs(spec, ((self._slots, slot),), torch_threads, log_level)
                       for slot, spec in enumerate(specs)}
 
     def spawn(self, name):

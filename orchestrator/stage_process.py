@@ -15,7 +15,6 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import MutableSequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -25,7 +24,7 @@ from orchestrator.playback_board import PlaybackBoard
 from orchestrator.wire import Channel
 from stages.engine import StageEngine
 from stages.factory import build_engine
-from stages.shared_device import SharedDevice
+from stages.shared_device import Board, SharedDevice
 from stages.stage_spec import StageSpec
 
 STATUS_PERIOD_S = 0.02
@@ -44,12 +43,11 @@ def name_process(name: str) -> None:
 
 @dataclass(frozen=True)
 class StageProcessArgs:
-    """What a stage process is started with: its spec, its slot of the device board, and the
-    process's torch threads and log level."""
+    """What a stage process is started with: its spec, its slot on the board of each device it
+    computes on, and the process's torch threads and log level."""
 
     spec: StageSpec
-    device_slots: MutableSequence[bool]
-    slot: int
+    boards: tuple[Board, ...]
     torch_threads: int
     log_level: int
 
@@ -74,7 +72,7 @@ def run_stage(args: StageProcessArgs, channel: Channel) -> None:
             pass
 
     try:
-        engine = build_engine(args.spec, emit, time.monotonic, board, SharedDevice(args.device_slots, args.slot))
+        engine = build_engine(args.spec, emit, time.monotonic, board, SharedDevice.spanning(args.boards))
     except Exception as exc:  # the parent raises it; a start-up error ends this process
         try:
             channel.send(("failed", exc))

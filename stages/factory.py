@@ -18,6 +18,7 @@ from stages.models.audio_encoder import AudioEncoder
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFLlama
 from stages.models.llama import LlamaForCausalLM
+from stages.models.model_folder import ModelFolder
 from stages.models.model_package import package_files
 from stages.models.packed_linear import pack_linears
 from stages.models.talker import TalkerConfig, TalkerModel
@@ -46,11 +47,14 @@ MODELS = {"encoder": AudioEncoder, "thinker": LlamaForCausalLM, "talker": Talker
 def check_weights(spec: StageSpec) -> None:
     """Raise FileNotFoundError, GGUFError or CheckpointMismatch now if the stage's weights would not load
     (reads the file's header only; the model is built on the meta device, which holds no data),
-    ModelPackageError if a packaged model's package or files are missing (not read)."""
+    ModelPackageError if a packaged model's package or files are missing (not read), ModelFolderError if a
+    Hugging Face folder is missing or does not fit (its config.json, tokenizer and chat template are read)."""
     if spec.kind == "asr":
         package_files(asr_whisper.WHAT, *asr_whisper.PACKAGE, *asr_whisper.MODEL_FILES)
     elif spec.kind == "tts":
         package_files(tts_piper.WHAT, *tts_piper.PACKAGE, *tts_piper.VOICE_FILES)
+    elif spec.folder is not None:
+        ModelFolder(spec.folder).check(spec.model)
     elif spec.checkpoint is not None or spec.gguf is not None:
         with torch.device("meta"):
             model = MODELS[spec.kind](spec.model)
@@ -75,6 +79,9 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
 
 def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
     """The thinker's tokenizer, and the system message its model expects when a session gives none."""
+    if spec.folder is not None:
+        folder = ModelFolder(spec.folder)
+        return folder.tokenizer(), folder.default_instructions()
     if spec.gguf is None:
         return TextTokenizer.default(), ""
     model = GGUFLlama.read(spec.gguf)
@@ -122,15 +129,18 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
 
 def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
                        view: InteractionView | None, device: SharedDevice | None):
-    """The thinker on vLLM's engine (in this process: it must have vLLM), over the GGUF file's HF folder; a
-    policy other than fcfs (vLLM's own) orders vLLM's scheduler, reading `view` and `device`."""
+    """The thinker on vLLM's engine (in this process: it must have vLLM), over the deployer's HF folder (its
+    shape checked first) or the GGUF file's converted one; a policy other than fcfs (vLLM's own) orders
+    vLLM's scheduler, reading `view` and `device`."""
     from stages.vllm_backend import vllm_api
     from stages.vllm_backend.engine import VllmThinkerEngine
     from stages.vllm_backend.hf_folder import hf_folder
 
+    if spec.folder is not None:
+        ModelFolder(spec.folder).check_shape(spec.model)
+    folder = spec.folder or hf_folder(spec.gguf, spec.vllm.cache_dir)
     policy = make_policy(spec.scheduler, view, None, device) if spec.scheduler.policy != "fcfs" else None
-    engine = vllm_api.build_engine(hf_folder(spec.gguf, spec.vllm.cache_dir), spec.vllm, spec.scheduler, spec.seed,
-                                   ordered=policy is not None)
+    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed, ordered=policy is not None)
     if policy is not None:
         vllm_api.order_by(engine, policy, clock)
     return VllmThinkerEngine(spec.name, engine, emit, policy)

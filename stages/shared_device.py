@@ -2,36 +2,62 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence
+from collections.abc import MutableSequence, Sequence
+
+Board = tuple[MutableSequence[bool], int]  # one device's slots, and the first of them a board hands out
 
 
 class SharedDevice:
-    """Whether any stage computing on this device serves a listener who is waiting: for first
+    """Whether any stage computing on this stage's devices serves a listener who is waiting: for first
     audio, or with playback about to run dry (the urgency policy's U1 and U0).
 
     Stages on one device (one CPU, one GPU) slow each other down, so work
     far ahead of its listener at one stage delays the first audio another stage is
     producing. Each stage's policy `join`s once and `report`s every round (a stage with
-    no ready work reports that nobody waits). One slot per stage, written only by its
-    engine thread and read by the others without a lock: a read may be one round stale.
-    Stages in separate processes share `slots` (an array in shared memory, one per
-    stage), each process's board handing out its own slot from `first_slot`.
+    no ready work reports that nobody waits). One slot per stage on each device's board,
+    written only by its engine thread and read by the others without a lock: a read may be
+    one round stale. Stages in separate processes share a device's `slots` (an array in
+    shared memory, one per stage), each process's board handing out its own slot from
+    `first_slot`. A stage computing on several devices (a tensor-parallel replica on several
+    GPUs) is on every one's board (`spanning`): it reports to each, and sees a listener
+    waiting at any stage that shares any of its devices.
     """
 
     def __init__(self, slots: MutableSequence[bool] | None = None, first_slot: int = 0) -> None:
-        self._waiting: MutableSequence[bool] = [] if slots is None else slots
-        self._next_slot = first_slot
+        self._boards = [_Board([] if slots is None else slots, first_slot)]
+        self._seats: list[tuple[int, ...]] = []  # per join, its slot on each board
+
+    @classmethod
+    def spanning(cls, boards: Sequence[Board]) -> SharedDevice:
+        """The boards of every device a stage computes on (at least one)."""
+        if not boards:
+            raise ValueError("a stage computes on at least one device")
+        device = cls(*boards[0])
+        device._boards += [_Board(slots, first_slot) for slots, first_slot in boards[1:]]
+        return device
 
     def join(self) -> int:
-        """A new slot for one stage's reports."""
-        slot, self._next_slot = self._next_slot, self._next_slot + 1
-        if slot == len(self._waiting):
-            self._waiting.append(False)
-        return slot
+        """A new seat for one stage's reports: a slot on every board."""
+        self._seats.append(tuple(board.join() for board in self._boards))
+        return len(self._seats) - 1
 
-    def report(self, slot: int, waiting: bool) -> None:
-        self._waiting[slot] = waiting
+    def report(self, seat: int, waiting: bool) -> None:
+        for board, slot in zip(self._boards, self._seats[seat]):
+            board.waiting[slot] = waiting
 
     @property
     def listener_waiting(self) -> bool:
-        return True in self._waiting
+        return any(True in board.waiting for board in self._boards)
+
+
+class _Board:
+    """One device's slots, and the next this process hands out."""
+
+    def __init__(self, waiting: MutableSequence[bool], next_slot: int) -> None:
+        self.waiting, self.next_slot = waiting, next_slot
+
+    def join(self) -> int:
+        slot, self.next_slot = self.next_slot, self.next_slot + 1
+        if slot == len(self.waiting):
+            self.waiting.append(False)
+        return slot

@@ -89,10 +89,12 @@ class StageSpec:
     onnxruntime's threads, fixed when the model loads). `trace_path`: where the engine
     writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
     its model from its installed package: it takes no checkpoint, KV or window.
-    `backend` vllm (a thinker with `gguf` weights; `vllm` its engine arguments) computes the stage on
-    vLLM's engine, in a process of the interpreter `vllm.python`; vLLM keeps the KV, so the stage has no
-    `kv` or window; its scheduler section gives the budgets and the policy: fcfs is vLLM's own scheduler,
-    another orders vLLM's queues every step (stages/vllm_backend/vllm_api.py, PolicyOrdering).
+    `backend` vllm (a thinker with `gguf` weights, or a Hugging Face `folder` the deployer has on disk whose
+    shape `model` declares; `vllm` its engine arguments) computes the stage on vLLM's engine, in a process of
+    the interpreter `vllm.python`; vLLM keeps the KV, so the stage has no `kv` or window; its scheduler
+    section gives the budgets and the policy: fcfs is vLLM's own scheduler, another orders vLLM's queues
+    every step (stages/vllm_backend/vllm_api.py, PolicyOrdering). `folder` is checked when the stage starts
+    (stages/models/model_folder.py), not here: a plan is made where the weights are not.
     """
 
     name: str
@@ -108,6 +110,7 @@ class StageSpec:
     trace_path: Path | None = None
     backend: str = "native"
     vllm: VllmArgs | None = None
+    folder: Path | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -117,6 +120,9 @@ class StageSpec:
         if self.backend == "vllm":
             self._check_vllm()
             return
+        if self.folder is not None:
+            raise ValueError(f"folder: stage {self.name}'s Hugging Face folder is loaded by vLLM; set its "
+                             "backend: vllm")
         if self.threads is not None:
             require_positive_ints(self, "threads")
         if self.gguf is not None and (self.kind != "thinker" or self.checkpoint is not None):
@@ -129,9 +135,10 @@ class StageSpec:
             self._check_window()
 
     def _check_vllm(self) -> None:
-        if self.kind != "thinker" or self.gguf is None:
-            raise ValueError(f"backend: vllm serves a thinker with gguf weights (model.thinker.gguf); "
-                             f"stage {self.name} is a {self.kind}{'' if self.gguf else ' without them'}")
+        if self.kind != "thinker" or (self.gguf is None) == (self.folder is None):
+            weights = " with both" if self.gguf and self.folder else "" if self.gguf or self.folder else " without them"
+            raise ValueError(f"backend: vllm serves a thinker with gguf weights (model.thinker.gguf) or a Hugging "
+                             f"Face folder (model.thinker.folder); stage {self.name} is a {self.kind}{weights}")
         if self.vllm is None or self.vllm.python is None or self.vllm.cache_dir is None:
             raise ValueError(f"backend: stage {self.name} on vllm needs its vllm arguments with python and cache_dir")
         for name in ("kv", "window", "checkpoint"):

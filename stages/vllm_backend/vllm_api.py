@@ -37,19 +37,24 @@ class TokensOut:
 
 
 def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int, ordered: bool = False):
-    """vLLM's LLMEngine over the HF folder `model_dir`, in this process, taking token ids (no tokenizer);
-    `ordered`: its scheduler is an OrderedScheduler, to be given a policy with `order_by`."""
+    """vLLM's LLMEngine over the HF folder `model_dir`, its engine core (scheduler) in this process, taking
+    token ids (no tokenizer); `ordered`: its scheduler is an OrderedScheduler, to be given a policy with
+    `order_by`. On GPUs with tensor parallelism the workers are processes of vLLM's own (the mp executor;
+    not run yet: this build has no GPU); otherwise the one worker is this process."""
     os.environ.update(IN_PROCESS_ENV)
     from vllm.engine.arg_utils import EngineArgs
     from vllm.v1.engine.llm_engine import LLMEngine
 
+    memory = ({"gpu_memory_utilization": args.gpu_memory_utilization} if args.on_gpus
+              else {"kv_cache_memory_bytes": args.kv_cache_mib * MIB})
     engine_args = EngineArgs(
         model=str(model_dir), skip_tokenizer_init=True, dtype=args.dtype, seed=seed,
-        max_model_len=args.max_model_len, block_size=args.block_size,
-        kv_cache_memory_bytes=args.kv_cache_mib * MIB, enable_prefix_caching=args.enable_prefix_caching,
-        enforce_eager=args.enforce_eager, max_num_seqs=budgets.max_num_seqs,
+        max_model_len=args.max_model_len, block_size=args.block_size, **memory,
+        enable_prefix_caching=args.enable_prefix_caching, enforce_eager=args.enforce_eager,
+        max_num_seqs=budgets.max_num_seqs,
         max_num_batched_tokens=max(budgets.max_num_batched_tokens, args.max_model_len or 0),
-        distributed_executor_backend="uni", disable_log_stats=True,
+        tensor_parallel_size=args.tensor_parallel_size,
+        distributed_executor_backend="uni" if args.tensor_parallel_size == 1 else "mp", disable_log_stats=True,
         scheduler_cls=OrderedScheduler if ordered else None,
     )
     return LLMEngine.from_engine_args(engine_args, enable_multiprocessing=False)

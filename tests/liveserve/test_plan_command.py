@@ -34,8 +34,8 @@ def test_the_voice_node_puts_four_llm_replicas_on_gpu_pairs(capsys):
     _, out, _ = liveserve(capsys, "plan", "--config", VOICE_H200)
     thinker = [line.split() for line in out.splitlines() if line.startswith("thinker[")]
     assert [row[2] for row in thinker] == ["0,1", "2,3", "4,5", "6,7"]
-    # budget 0.9 x 141 GB; weights 68.6 B x 2 bytes / 2 GPUs; KV 262,144 tokens x 160 KiB a GPU
-    assert thinker[0][4:12] == ["126.9", "GB", "68.6", "GB", "42.9", "GB", "15.4", "GB"]
+    # budget 0.9 x 141 GB; weights 72.7 B x 2 bytes / 2 GPUs; vLLM's KV what they leave: 330,768 tokens x 160 KiB
+    assert thinker[0][4:13] == ["126.9", "GB", "72.7", "GB", "54.2", "GB", "0.0", "GB", "330,768"]
 
 
 def test_the_tiny_omni_node_shares_each_gpu_between_one_replica_of_every_stage(capsys):
@@ -45,9 +45,9 @@ def test_the_tiny_omni_node_shares_each_gpu_between_one_replica_of_every_stage(c
 
 @pytest.mark.parametrize("argv, line", [
     ((TINY_H200, "--gpus", "4x141GB"), "stages.encoder.devices: GPU 4 is not on the node, which has 4 (0-3)"),
-    ((VOICE_H200, "--set", "stages.thinker.kv.num_blocks=40000"),
-     "stages.thinker.kv.num_blocks: replica 0 needs 173.4 GB a GPU (weights 68.6 GB + KV 104.9 GB), over its "
-     "126.9 GB (memory_fraction 0.9 of a GPU)"),
+    ((VOICE_H200, "--set", "stages.thinker.memory_fraction=0.5"),
+     "stages.thinker.devices: replica 0's weights take 72.7 GB a GPU, over its 70.5 GB (memory_fraction 0.5 of a "
+     "GPU); give each replica more GPUs"),
     ((TINY_H200, "--set", "stages.vocoder.memory_fraction=null"),
      "stages.vocoder.memory_fraction: GPU 0 is shared by encoder[0] and thinker[0] and talker[0] and vocoder[0]: "
      "give each of their stages a memory_fraction (together at most 1)"),
@@ -78,11 +78,13 @@ def test_gpu_keys_need_devices_and_gpus_their_format(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, line", [
     (("run", "--config", VOICE_H200, "--text", "hi", "--out", "reply.wav"),
-     "stages.thinker.devices: this build computes on the CPU and has no GPU backend yet; a config with GPUs is "
-     "for `liveserve plan`, or for placing replicas on GPUs with runtime.placement: ray"),
+     "stages.thinker.devices: this build starts no stage process on GPUs (native engines compute on the CPU; "
+     "nothing gives a vLLM stage its GPUs yet); a config with GPUs is for `liveserve plan`, or for placing "
+     "replicas on GPUs with runtime.placement: ray"),
     (("serve", "--config", TINY_H200),
-     "stages.encoder.devices: this build computes on the CPU and has no GPU backend yet; a config with GPUs is "
-     "for `liveserve plan`, or for placing replicas on GPUs with runtime.placement: ray"),
+     "stages.encoder.devices: this build starts no stage process on GPUs (native engines compute on the CPU; "
+     "nothing gives a vLLM stage its GPUs yet); a config with GPUs is for `liveserve plan`, or for placing "
+     "replicas on GPUs with runtime.placement: ray"),
 ])
 def test_serving_refuses_what_this_build_only_plans(capsys, argv, line):
     assert liveserve(capsys, *argv) == (2, "", f"error: {line}\n")

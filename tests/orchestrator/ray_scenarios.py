@@ -84,8 +84,9 @@ def test_a_turn_on_ray_actors_equals_the_same_turn_on_stage_processes_and_ray_li
     # the config's devices, not Ray's choice: thinker and talker share GPU 1, the others see none
     assert on_ray.visible_devices == {"encoder": "", "thinker": "1,2", "talker": "1", "vocoder": ""}
     assert on_ray.niceness == {os.nice(0)}  # as the server's, not Ray's nice 15 for workers
-    boards = {name: (id(args.device_slots), args.slot) for name, args in launcher.stage_args.items()}
-    assert boards["encoder"][0] == boards["vocoder"][0] != boards["thinker"][0] == boards["talker"][0]
+    boards = {name: [id(slots) for slots, _ in args.boards] for name, args in launcher.stage_args.items()}
+    assert boards["encoder"] == boards["vocoder"] != boards["talker"]  # the CPU's board; GPU 1's
+    assert len(boards["thinker"]) == 2 and boards["thinker"][:1] == boards["talker"]  # GPU 1's and GPU 2's
     assert on_ray.listening and on_ray.listening <= {LOOPBACK}  # Ray's and the stages' sockets alike
     assert not ray.is_initialized()  # the launcher shut down the Ray it started
 
