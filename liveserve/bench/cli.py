@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from liveserve.bench.duplex.command import add_duplex_arguments
@@ -20,7 +25,26 @@ from liveserve.config_reader import ConfigError
 
 def main(argv: list[str]) -> int:
     """Run `liveserve bench ARGV...`; returns the exit status."""
-    return run_command(bench_parser(), argv)
+    with _terminate_as_exit():
+        return run_command(bench_parser(), argv)
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """A SIGTERM (a timeout, a cancelled job, `kill`) unwinds the benchmark as Ctrl-C does, so the fresh
+    servers it started are stopped, not left running (on the main thread; elsewhere signals are not ours)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_terminated(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)
 
 
 def bench_parser() -> argparse.ArgumentParser:
