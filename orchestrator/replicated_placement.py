@@ -17,6 +17,11 @@ def replica_name(stage: str, replica: int) -> str:
     return f"{stage}-{replica}"
 
 
+def replica_names(stage: str, replicas: int) -> list[str]:
+    """The names a stage's replicas run under: the stage's own for one."""
+    return [replica_name(stage, replica) for replica in range(replicas)] if replicas > 1 else [stage]
+
+
 def replica_spec(spec: StageSpec, replica: int) -> StageSpec:
     """Replica `replica` of a stage: named `<stage>-<replica>`, tracing to a file of that name."""
     name = replica_name(spec.name, replica)
