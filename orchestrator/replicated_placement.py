@@ -40,9 +40,7 @@ class ReplicatedPlacement(Placement):
 
     def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float],
               view: InteractionView | None = None) -> dict[str, StageHandle]:
-        expanded = tuple(replica_spec(spec, index) if self._count(spec) > 1 else spec
-                         for spec in specs for index in range(self._count(spec)))
-        handles = self.inner.start(expanded, self._sink(sink), clock, view)
+        handles = self.inner.start(self.expand(specs), self._sink(sink), clock, view)
         out = {}
         for spec in specs:
             if self._count(spec) == 1:
@@ -51,6 +49,11 @@ class ReplicatedPlacement(Placement):
             members = [handles[replica_spec(spec, index).name] for index in range(self._count(spec))]
             out[spec.name] = self.sets[spec.name] = ReplicaSet(spec.name, members, spec.kind in STICKY_KINDS)
         return out
+
+    def expand(self, specs: tuple[StageSpec, ...]) -> tuple[StageSpec, ...]:
+        """Every replica's spec, as `inner` starts them: `<stage>-<i>` of a stage of several, the stage's own of one."""
+        return tuple(replica_spec(spec, index) if self._count(spec) > 1 else spec
+                     for spec in specs for index in range(self._count(spec)))
 
     def _count(self, spec: StageSpec) -> int:
         return self.replicas.get(spec.name, 1)
