@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from liveserve.config import RuntimeConfig, load_config
+from liveserve.config import load_config
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 from liveserve.plan_command import plan
