@@ -2,10 +2,9 @@
 
 Messages in: ("commands", [Command, ...], [BoardChange, ...]) (the board changes made
 before the commands), ("board", [BoardChange, ...]), ("stop",).
-Messages out: ("devices", its CUDA_VISIBLE_DEVICES) first, then ("failed", exception) once if the engine
-cannot be built, else
-("outputs", [StageOutput, ...]) after steps, interleaved with ("status", StageStatus,
-batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
+Messages out: ("devices", its CUDA_VISIBLE_DEVICES) first; then ("failed", exception) once if the
+engine cannot be built, else ("outputs", [StageOutput, ...]) after steps, interleaved with ("status",
+StageStatus, batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
 """
 
 from __future__ import annotations
