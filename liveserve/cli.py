@@ -80,7 +80,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise ConfigError(f"--max-tokens must be positive, got {args.max_tokens}")
     config = load_config(args.config, args.overrides)
-    require_runnable(config.deployments)
+    require_runnable(config)
     if (args.out is not None) != config.pipeline.graph.speaks:
         raise ConfigError("--out: required, the pipeline speaks" if args.out is None else
                           "--out: this pipeline makes no audio (its graph has no reply path); leave --out out")
@@ -111,7 +111,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from liveserve.realtime.server import create_app
 
     config = load_config(args.config, args.overrides)
-    require_runnable(config.deployments)
+    require_runnable(config)
     check_checkpoints(config)
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")

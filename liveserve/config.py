@@ -41,7 +41,8 @@ class RuntimeConfig:
     in the cluster `ray` says. `trace_dir`: where each stage
     writes its step timeline (`<stage>.jsonl`) and the server one line per response (`responses.jsonl`),
     for finding where a turn waits; None: no trace. `gpus`: the node the config is written for
-    (`8x141GB`), which `liveserve plan` plans on unless told otherwise; None: a node without GPUs."""
+    (`8x141GB`), which `liveserve plan` plans on unless told otherwise and whose GPUs `devices` numbers
+    when stage processes are given theirs; None: a node without GPUs."""
 
     torch_threads: int = 2
     placement: str = "processes"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from liveserve.config_reader import ConfigError, Section, build
 from orchestrator.deployment import GPUNode, StageDeployment
+from orchestrator.placement_plan import PlanError, replica_gpus
 from stages.stage_spec import PACKAGED
+
+if TYPE_CHECKING:
+    from liveserve.config import LiveServeConfig
 
 GPU_KEYS = ("tensor_parallel_size", "memory_fraction", "dtype")  # meaningful only with devices
 
@@ -50,13 +56,32 @@ def parse_gpus(text: str, where: str) -> GPUNode:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def require_runnable(deployments: tuple[StageDeployment, ...]) -> None:
-    """What this build serves outside Ray: replicas on the CPU; a stage on GPUs is planned (`liveserve plan`),
-    or placed with Ray, where a native engine still computes on the CPU. (vLLM takes GPU arguments, but no
-    stage process is given its GPUs outside Ray yet.)"""
-    for deployment in deployments:
-        if deployment.on_gpus:
-            raise ConfigError(f"stages.{deployment.stage}.devices: this build starts no stage process on GPUs "
-                              "(native engines compute on the CPU; nothing gives a vLLM stage its GPUs yet); a config "
-                              "with GPUs is for `liveserve plan`, or for placing replicas on GPUs with "
-                              "runtime.placement: ray")
+def require_runnable(config: LiveServeConfig) -> None:
+    """What this build serves. With Ray, replicas wherever its layout puts them (a native engine computes on the
+    CPU even on GPUs Ray placed it on). With processes (or threads), a stage on GPUs only on vLLM, each replica's
+    process seeing its GPUs (process_gpus): the native runners build their models and KV pools on the CPU."""
+    if config.runtime.placement == "ray":
+        return
+    backends = {spec.name: spec.backend for spec in config.pipeline.stages}
+    for deployment in config.deployments:
+        if deployment.on_gpus and backends[deployment.stage] != "vllm":
+            raise ConfigError(f"stages.{deployment.stage}.devices: native engines compute on the CPU here (their "
+                              "models and KV are built there); only a backend: vllm stage runs on GPUs. Native "
+                              "stages with devices are for `liveserve plan`, or for runtime.placement: ray")
+    process_gpus(config)
+
+
+def process_gpus(config: LiveServeConfig) -> dict[str, tuple[int, ...]]:
+    """Each stage replica's GPUs on the node `runtime.gpus` (whose GPUs `devices` numbers), by the name its
+    process runs under, numbered as `liveserve plan` numbers them; a ConfigError naming the field for what
+    cannot run there."""
+    on_gpus = [deployment.stage for deployment in config.deployments if deployment.on_gpus]
+    if not on_gpus:
+        return {}
+    if config.runtime.gpus is None:
+        raise ConfigError(f"runtime.gpus: stages.{on_gpus[0]}.devices places replicas on GPUs; give the node's "
+                          "GPUs (e.g. 8x141GB), which devices numbers")
+    try:
+        return replica_gpus(config.deployments, config.runtime.node)
+    except PlanError as exc:
+        raise ConfigError(f"stages.{exc.stage}.{exc.field}: {exc}") from None

@@ -47,7 +47,7 @@ class TurnResult:
 async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: str, request: TurnRequest) -> TurnResult:
     """One user message (16 kHz audio and/or text) and the reply, timed from the end of the message."""
     configure_torch(config.runtime)
-    orch = Orchestrator(config.pipeline, placement=make_placement(config.runtime, config.deployments))
+    orch = Orchestrator(config.pipeline, placement=make_placement(config))
     await orch.start()
     try:
         session = orch.open_session("cli")

@@ -6,25 +6,28 @@ import gc
 
 import torch
 
-from liveserve.config import RuntimeConfig
-from liveserve.config_deployment import require_runnable
+from liveserve.config import LiveServeConfig, RuntimeConfig
+from liveserve.config_deployment import process_gpus, require_runnable
 from liveserve.config_reader import ConfigError
 from orchestrator.deployment import StageDeployment
 from orchestrator.placement import LocalPlacement, Placement
 from orchestrator.process_placement import ProcessPlacement
 from orchestrator.replicated_placement import ReplicatedPlacement
-from orchestrator.stage_launcher import StageLauncher
+from orchestrator.stage_launcher import ForkserverLauncher, StageLauncher
 
 
-def make_placement(runtime: RuntimeConfig, deployments: tuple[StageDeployment, ...] = ()) -> Placement:
-    """Where the stage engines run (`runtime.placement`), as many of each as its deployment's `replicas`;
-    a ConfigError naming the field for what this build cannot run (a stage on GPUs, but for placing it
-    with Ray)."""
+def make_placement(config: LiveServeConfig) -> Placement:
+    """Where the config's stage engines run (`runtime.placement`), as many of each as its deployment's
+    `replicas`, each stage process seeing its replica's GPUs; a ConfigError naming the field for what this
+    build cannot run (require_runnable)."""
+    runtime, deployments = config.runtime, config.deployments
+    require_runnable(config)
     if runtime.placement == "ray":
         placement = ProcessPlacement(runtime.torch_threads, ray_launcher(runtime, deployments))
+    elif runtime.placement == "processes":
+        placement = ProcessPlacement(runtime.torch_threads, ForkserverLauncher(process_gpus(config)))
     else:
-        require_runnable(deployments)
-        placement = ProcessPlacement(runtime.torch_threads) if runtime.placement == "processes" else LocalPlacement()
+        placement = LocalPlacement()
     replicas = {deployment.stage: deployment.replicas for deployment in deployments if deployment.replicas > 1}
     return ReplicatedPlacement(placement, replicas) if replicas else placement
 

@@ -2,7 +2,8 @@
 
 Forked children share the server's interpreter and packages; this child is `python -m
 orchestrator.stage_process_main` of the stage's interpreter, with this checkout's packages first on
-its path and a socket pair in place of the pipe. It receives its StageProcessArgs as the first
+its path, its GPUs in its environment from the start (CUDA_VISIBLE_DEVICES, before torch or vLLM is imported)
+and a socket pair in place of the pipe. It receives its StageProcessArgs as the first
 message (the device board's slots attach by name: SharedSlots), then serves as a forked stage process does.
 """
 
@@ -52,7 +53,8 @@ def spawn_in_interpreter(python: Path, args: StageProcessArgs) -> tuple[Interpre
     if not python.is_file():
         raise FileNotFoundError(f"stage {args.spec.name}: no Python interpreter at {python}")
     parent_end, child_end = socket.socketpair()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))}
+    env = {**os.environ, **args.environment,
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))}
     with child_end:
         popen = subprocess.Popen([str(python), "-m", "orchestrator.stage_process_main", str(child_end.fileno())],
                                  pass_fds=(child_end.fileno(),), env=env)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestrator.deployment import GPUNode, StageDeployment
+from orchestrator.replicated_placement import replica_names
 from stages.factory import decoder_of, num_parameters
 from stages.stage_spec import StageSpec
 
@@ -56,6 +57,16 @@ def plan_placement(specs: tuple[StageSpec, ...], deployments: Mapping[str, Stage
     check_sharing(gpus, deployments)
     return tuple(_place(spec, deployments[spec.name], replica, devices, node)
                  for spec in specs for replica, devices in enumerate(gpus[spec.name]))
+
+
+def replica_gpus(deployments: Sequence[StageDeployment], node: GPUNode) -> dict[str, tuple[int, ...]]:
+    """Each replica's GPUs on `node`, by the name it runs under (`<stage>`, or `<stage>-<i>` of several), numbered
+    as the plan numbers them; () for a replica on the CPU. A PlanError naming the field for what cannot run."""
+    by_stage = {deployment.stage: deployment for deployment in deployments}
+    gpus = assign_gpus(list(by_stage), by_stage, node)
+    check_sharing(gpus, by_stage)
+    return {name: devices for stage, replicas in gpus.items()
+            for name, devices in zip(replica_names(stage, len(replicas)), replicas)}
 
 
 def assign_gpus(stages: Sequence[str], deployments: Mapping[str, StageDeployment],

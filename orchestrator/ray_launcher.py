@@ -76,8 +76,9 @@ class RayLauncher(StageLauncher):
             placed = ", ".join(f"{name} ({slot.node}: {slot.cuda_visible_devices})" for name, slot in on_gpus.items())
             log.warning("placed on GPUs (node: GPUs): %s; this build's engines compute on the CPU there", placed)
         boards = self._share_boards([spec.name for spec in specs])
-        self.stage_args = {spec.name: StageProcessArgs(spec, boards[spec.name], torch_threads, log_level)
-                           for spec in specs}
+        gpus = {spec.name: self._slots.get(spec.name, ReplicaSlot()).gpus for spec in specs}
+        self.stage_args = {spec.name: StageProcessArgs(spec, boards[spec.name], torch_threads, log_level,
+                                                       gpus[spec.name]) for spec in specs}
         self._starting = {spec.name: self._start_actor(spec.name) for spec in specs}  # all at once; spawn waits
 
     def _share_boards(self, names: list[str]) -> dict[str, tuple[Board, ...]]:
@@ -134,7 +135,7 @@ class RayLauncher(StageLauncher):
         """Ask Ray for the stage's actor, listening for the server with a fresh key; it starts meanwhile."""
         slot = self._slots.get(name, ReplicaSlot())
         actor = RemoteStageActor.options(num_cpus=0, num_gpus=slot.num_gpus, scheduling_strategy=self._strategy(slot)
-                                         ).remote(self.stage_args[name].log_level, slot.cuda_visible_devices)
+                                         ).remote(self.stage_args[name].log_level, self.stage_args[name].environment)
         authkey = os.urandom(32)
         return actor, actor.serve.remote(self.stage_args[name], authkey, self._server_node), authkey
 

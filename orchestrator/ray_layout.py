@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.deployment import GPUNode, StageDeployment
-from orchestrator.placement_plan import PlanError, assign_gpus, check_sharing
-from orchestrator.replicated_placement import replica_name
+from orchestrator.placement_plan import PlanError, replica_gpus
+from orchestrator.replicated_placement import replica_names
 
 LOOPBACK = "127.0.0.1"
 
@@ -62,21 +62,15 @@ class ReplicaSlot:
 def lay_out(deployments: Sequence[StageDeployment], gpus_per_node: int, num_nodes: int) -> dict[str, ReplicaSlot]:
     """Every replica's slot, by its name (`<stage>`, or `<stage>-<i>` for several), on `num_nodes` nodes of
     `gpus_per_node` GPUs; a PlanError naming the field for what cannot be placed."""
-    by_stage = {deployment.stage: deployment for deployment in deployments}
-    gpus = assign_gpus(list(by_stage), by_stage, GPUNode(gpus_per_node * num_nodes, 1.0))
-    check_sharing(gpus, by_stage)
-    slots = {}
-    for deployment in deployments:
-        for replica, devices in enumerate(gpus[deployment.stage]):
-            name = deployment.stage if deployment.replicas == 1 else replica_name(deployment.stage, replica)
-            slots[name] = _slot(deployment, replica, devices, gpus_per_node) if devices else ReplicaSlot()
-    return slots
+    gpus = replica_gpus(deployments, GPUNode(gpus_per_node * num_nodes, 1.0))
+    return {name: _slot(deployment, name, gpus[name], gpus_per_node) if gpus[name] else ReplicaSlot()
+            for deployment in deployments for name in replica_names(deployment.stage, deployment.replicas)}
 
 
-def _slot(deployment: StageDeployment, replica: int, devices: tuple[int, ...], gpus_per_node: int) -> ReplicaSlot:
+def _slot(deployment: StageDeployment, name: str, devices: tuple[int, ...], gpus_per_node: int) -> ReplicaSlot:
     nodes = {gpu // gpus_per_node for gpu in devices}
     if len(nodes) > 1:
-        raise PlanError(deployment.stage, "devices", f"replica {replica}'s GPUs {list(devices)} span nodes of "
+        raise PlanError(deployment.stage, "devices", f"replica {name}'s GPUs {list(devices)} span nodes of "
                         f"{gpus_per_node} GPUs; a replica's GPUs are on one node")
     local = tuple(gpu % gpus_per_node for gpu in devices)
     return ReplicaSlot(nodes.pop(), local[0], deployment.memory_fraction or 1.0, local)

@@ -18,15 +18,15 @@ log = logging.getLogger(__name__)
 class StageActor:
     """Serves one stage engine (stage_process's protocol) to the one server that connects.
 
-    It sees the GPUs it is given (`cuda_visible_devices`, "" for none), whatever Ray assigned. `serve`
+    It sees the GPUs its `environment` gives it (StageProcessArgs.environment), whatever Ray assigned. `serve`
     listens, on a Unix socket when the server runs on this node, else on TCP at this node's address;
     the engine is built and served on a thread once the server has connected (with `authkey`). The
     actor lives until it is killed: `wait_stopped` tells when the engine has stopped (told to, or its
     connection closed).
     """
 
-    def __init__(self, log_level: int, cuda_visible_devices: str) -> None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices  # the config's, over Ray's; before CUDA starts
+    def __init__(self, log_level: int, environment: dict[str, str]) -> None:
+        os.environ.update(environment)  # the config's GPUs, over Ray's; before CUDA starts
         logging.basicConfig(level=log_level, format="%(levelname)s:%(name)s:%(message)s")
         self._serving: threading.Thread | None = None
         if (niceness := os.nice(0)) > 0:

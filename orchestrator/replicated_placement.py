@@ -17,6 +17,11 @@ def replica_name(stage: str, replica: int) -> str:
     return f"{stage}-{replica}"
 
 
+def replica_names(stage: str, replicas: int) -> list[str]:
+    """The names a stage's replicas run under: the stage's own for one."""
+    return [replica_name(stage, replica) for replica in range(replicas)] if replicas > 1 else [stage]
+
+
 def replica_spec(spec: StageSpec, replica: int) -> StageSpec:
     """Replica `replica` of a stage: named `<stage>-<replica>`, tracing to a file of that name."""
     name = replica_name(spec.name, replica)
@@ -35,9 +40,7 @@ class ReplicatedPlacement(Placement):
 
     def start(self, specs: tuple[StageSpec, ...], sink: OutputSink, clock: Callable[[], float],
               view: InteractionView | None = None) -> dict[str, StageHandle]:
-        expanded = tuple(replica_spec(spec, index) if self._count(spec) > 1 else spec
-                         for spec in specs for index in range(self._count(spec)))
-        handles = self.inner.start(expanded, self._sink(sink), clock, view)
+        handles = self.inner.start(self.expand(specs), self._sink(sink), clock, view)
         out = {}
         for spec in specs:
             if self._count(spec) == 1:
@@ -46,6 +49,11 @@ class ReplicatedPlacement(Placement):
             members = [handles[replica_spec(spec, index).name] for index in range(self._count(spec))]
             out[spec.name] = self.sets[spec.name] = ReplicaSet(spec.name, members, spec.kind in STICKY_KINDS)
         return out
+
+    def expand(self, specs: tuple[StageSpec, ...]) -> tuple[StageSpec, ...]:
+        """Every replica's spec, as `inner` starts them: `<stage>-<i>` of a stage of several, the stage's own of one."""
+        return tuple(replica_spec(spec, index) if self._count(spec) > 1 else spec
+                     for spec in specs for index in range(self._count(spec)))
 
     def _count(self, spec: StageSpec) -> int:
         return self.replicas.get(spec.name, 1)

@@ -31,11 +31,12 @@ class CommandSender(Protocol):
 class StageProcess:
     """A StageHandle for one stage, whose engine runs in a child process that may be replaced.
 
-    `attach` gives it a (new) process: a reader thread hands the process's outputs to `emit` and
-    keeps its latest status, which is idle only once the process has applied every batch sent to
-    it. When the process dies (not stopped), every request it held fails with an error naming the
-    stage, the placement is told (`on_death`) and, until `attach` brings a new process, the stage is
-    down: `down_reason` says why, every command sent fails at once with it, and `is_up` is false.
+    `attach` gives it a (new) process: a reader thread notes the GPUs it sees (`visible_devices`, its
+    CUDA_VISIBLE_DEVICES: "" for none), hands the process's outputs to `emit` and keeps its latest
+    status, which is idle only once the process has applied every batch sent to it. When the process
+    dies (not stopped), every request it held fails with an error naming the stage, the placement is
+    told (`on_death`) and, until `attach` brings a new process, the stage is down: `down_reason` says
+    why, every command sent fails at once with it, and `is_up` is false.
     """
 
     def __init__(self, spec: StageSpec, emit: Callable[[list[StageOutput]], None], placement: CommandSender,
@@ -46,6 +47,7 @@ class StageProcess:
         self.num_sent = 0  # command batches sent to the current process
         self.board_changes: list[BoardChange] = []  # not sent yet (the placement's send lock guards it)
         self.down_reason: str | None = "not started"
+        self.visible_devices: str | None = None  # as the attached process reported them
         self._latest: tuple[StageStatus | None, int] = (None, 0)  # status, and batches applied when taken
         self._started = threading.Event()
         self._failure: BaseException | None = None
@@ -60,7 +62,7 @@ class StageProcess:
 
     def attach(self, process: StageWorker, channel: Channel) -> None:
         """Serve through `process` from now on (its first status marks it started)."""
-        self.process, self.channel, self.num_sent = process, channel, 0
+        self.process, self.channel, self.num_sent, self.visible_devices = process, channel, 0, None
         self._started.clear()
         self._failure = None
         self._reader = threading.Thread(target=self._read, args=(channel,), name=f"from-{self.name}", daemon=True)
@@ -145,12 +147,19 @@ class StageProcess:
                 return
             if kind == "outputs":
                 self._on_outputs(body[0])
+            elif kind == "devices":
+                self._on_devices(body[0])
             elif kind == "status":
                 self._latest = tuple(body)
                 self._started.set()
             else:
                 self._failure = body[0]
                 self._started.set()
+
+    def _on_devices(self, visible: str) -> None:
+        self.visible_devices = visible
+        if visible:
+            log.info("stage %s sees GPUs %s (CUDA_VISIBLE_DEVICES)", self.name, visible)
 
     def _on_outputs(self, outputs: list[StageOutput]) -> None:
         with self._lock:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import multiprocessing
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Protocol
 
+from orchestrator.device_boards import seat_boards
 from orchestrator.interpreter_process import spawn_in_interpreter
 from orchestrator.shared_slots import SharedSlots
 from orchestrator.stage_process import StageProcessArgs, serve_stage
@@ -33,8 +35,9 @@ class StageLauncher(ABC):
     """Starts stage processes that serve stage_process's protocol over a Channel.
 
     Contract: `prepare` is called once, with every stage spec, before any `spawn`; `spawn(name)` starts a
-    new process for the stage `name` and returns it with the connected Channel, whose first message is
-    ("status", ...) or ("failed", exception); it is called again for a stage whose process died. `close`
+    new process for the stage `name`, which sees only its own GPUs, and returns it with the connected Channel,
+    whose first message is ("devices", what CUDA_VISIBLE_DEVICES says there), then ("status", ...) or
+    ("failed", exception); it is called again for a stage whose process died. `close`
     comes after every process has stopped, and releases what `prepare` took.
     """
 
@@ -75,23 +78,31 @@ class ForkedStage:
 class ForkserverLauncher(StageLauncher):
     """Stage processes forked from a forkserver that imported torch and the stages once, or, for a stage
     whose spec names another interpreter (the vLLM backend's venv), run by that interpreter
-    (interpreter_process); the stages share one SharedDevice board (named shared memory, a slot each,
-    which any process on the machine attaches to), as they compute on one CPU."""
+    (interpreter_process). Each sees the GPUs `gpus` gives it by name (none if not named: it computes on
+    the CPU). Each device (the CPU, each GPU) has a SharedDevice board (named shared memory, a slot for every
+    stage computing there, which any process on the machine attaches to), on which its stages yield to
+    each other; a stage on several GPUs is on the board of each."""
 
-    def __init__(self) -> None:
-        self._args: dict[str, StageProcessArgs] = {}
+    def __init__(self, gpus: Mapping[str, tuple[int, ...]] | None = None) -> None:
+        self.gpus = dict(gpus or {})
+        self.stage_args: dict[str, StageProcessArgs] = {}  # what each stage's process is started with
         self._context = None
-        self._slots: SharedSlots | None = None
+        self._boards: list[SharedSlots] = []
 
     def prepare(self, specs, torch_threads, log_level):
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["orchestrator.stage_process"])
-        self._slots = SharedSlots.create(len(specs))
-        self._args = {spec.name: StageProcessArgs(spec, ((self._slots, slot),), torch_threads, log_level)
-                      for slot, spec in enumerate(specs)}
+        gpus = {spec.name: self.gpus.get(spec.name, ()) for spec in specs}
+        boards = seat_boards({name: devices or ("cpu",) for name, devices in gpus.items()}, self._new_board)
+        self.stage_args = {spec.name: StageProcessArgs(spec, boards[spec.name], torch_threads, log_level,
+                                                       gpus[spec.name]) for spec in specs}
+
+    def _new_board(self, size: int) -> SharedSlots:
+        self._boards.append(SharedSlots.create(size))
+        return self._boards[-1]
 
     def spawn(self, name):
-        args = self._args[name]
+        args = self.stage_args[name]
         if args.spec.interpreter is not None:
             process, channel = spawn_in_interpreter(args.spec.interpreter, args)
             return ForkedStage(process), channel
@@ -103,5 +114,6 @@ class ForkserverLauncher(StageLauncher):
         return ForkedStage(process), Channel(parent_end)
 
     def close(self) -> None:
-        if self._slots is not None:
-            self._slots.close()
+        for board in self._boards:
+            board.close()
+        self._boards.clear()

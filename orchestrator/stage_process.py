@@ -2,9 +2,9 @@
 
 Messages in: ("commands", [Command, ...], [BoardChange, ...]) (the board changes made
 before the commands), ("board", [BoardChange, ...]), ("stop",).
-Messages out: ("failed", exception) once if the engine cannot be built, else
-("outputs", [StageOutput, ...]) after steps, interleaved with ("status", StageStatus,
-batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
+Messages out: ("devices", its CUDA_VISIBLE_DEVICES) first; then ("failed", exception) once if the
+engine cannot be built, else ("outputs", [StageOutput, ...]) after steps, interleaved with ("status",
+StageStatus, batches applied) whenever the status has changed, checked every STATUS_PERIOD_S.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import os
 import signal
 import threading
 import time
@@ -30,6 +31,7 @@ from stages.stage_spec import StageSpec
 STATUS_PERIOD_S = 0.02
 PROCESS_PREFIX = "ls-"  # a stage process is named ls-<stage> in ps and /proc/<pid>/comm
 PR_SET_NAME = 15
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 
 def name_process(name: str) -> None:
@@ -44,12 +46,19 @@ def name_process(name: str) -> None:
 @dataclass(frozen=True)
 class StageProcessArgs:
     """What a stage process is started with: its spec, its slot on the board of each device it
-    computes on, and the process's torch threads and log level."""
+    computes on, the process's torch threads and log level, and the GPUs it sees (none: no GPU)."""
 
     spec: StageSpec
     boards: tuple[Board, ...]
     torch_threads: int
     log_level: int
+    gpus: tuple[int, ...] = ()
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What the process's environment says before anything in it starts CUDA: its GPUs, or none (set
+        empty, so that a stage on the CPU cannot take GPU 0 by accident)."""
+        return {VISIBLE_DEVICES: ",".join(map(str, self.gpus))}
 
 
 def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
@@ -61,7 +70,11 @@ def serve_stage(args: StageProcessArgs, connection: Connection) -> None:
 
 
 def run_stage(args: StageProcessArgs, channel: Channel) -> None:
-    """Build the engine and serve `channel` on this thread until told to stop or the channel closes."""
+    """See the stage's GPUs, build the engine and serve `channel` on this thread until told to stop or the
+    channel closes. torch reads CUDA_VISIBLE_DEVICES when CUDA starts, at its first use, not at import: a
+    forked process sets it here, before the engine is built (the forkserver imported torch and started no CUDA)."""
+    os.environ.update(args.environment)
+    channel.send(("devices", os.environ[VISIBLE_DEVICES]))
     torch.set_num_threads(args.torch_threads)
     board = PlaybackBoard(time.monotonic)
 

@@ -49,7 +49,7 @@ class RealtimeServer:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config, self.clock = config, clock
         self.api_keys = ApiKeys(config.server.api_keys)
-        placement = placement or make_placement(config.runtime, config.deployments)
+        placement = placement or make_placement(config)
         self.orch = Orchestrator(config.pipeline, placement=placement, clock=clock)
         self.metrics = ServerMetrics(self.orch.status)
         self.sessions: set[RealtimeSession] = set()

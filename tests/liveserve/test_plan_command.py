@@ -76,15 +76,25 @@ def test_gpu_keys_need_devices_and_gpus_their_format(tmp_path, capsys):
     assert (status, err) == (2, "error: runtime: gpus must be COUNTxSIZEGB, e.g. 8x141GB, got 'eight'\n")
 
 
+NATIVE_ON_GPUS = ("native engines compute on the CPU here (their models and KV are built there); only a backend: "
+                  "vllm stage runs on GPUs. Native stages with devices are for `liveserve plan`, or for "
+                  "runtime.placement: ray")
+
+
 @pytest.mark.parametrize("argv, line", [
-    (("run", "--config", VOICE_H200, "--text", "hi", "--out", "reply.wav"),
-     "stages.thinker.devices: this build starts no stage process on GPUs (native engines compute on the CPU; "
-     "nothing gives a vLLM stage its GPUs yet); a config with GPUs is for `liveserve plan`, or for placing "
-     "replicas on GPUs with runtime.placement: ray"),
-    (("serve", "--config", TINY_H200),
-     "stages.encoder.devices: this build starts no stage process on GPUs (native engines compute on the CPU; "
-     "nothing gives a vLLM stage its GPUs yet); a config with GPUs is for `liveserve plan`, or for placing "
-     "replicas on GPUs with runtime.placement: ray"),
+    (("serve", "--config", TINY_H200), f"stages.encoder.devices: {NATIVE_ON_GPUS}"),
+    (("run", "--config", "tiny-omni-cpu", "--text", "hi", "--out", "reply.wav", "--set", "stages.thinker.devices=1",
+      "--set", "runtime.gpus=8x141GB"), f"stages.thinker.devices: {NATIVE_ON_GPUS}"),
+    (("serve", "--config", VOICE_H200, "--set", "runtime.gpus=null"),
+     "runtime.gpus: stages.thinker.devices places replicas on GPUs; give the node's GPUs (e.g. 8x141GB), which "
+     "devices numbers"),
+    (("serve", "--config", VOICE_H200, "--set", "runtime.gpus=4x141GB"),
+     "stages.thinker.devices: 4 replicas x 2 GPUs need 8 GPUs; 4 of the node's 4 (0-3) are not taken"),
 ])
 def test_serving_refuses_what_this_build_only_plans(capsys, argv, line):
     assert liveserve(capsys, *argv) == (2, "", f"error: {line}\n")
+
+
+def test_serving_a_vllm_stage_on_gpus_gets_past_its_devices_to_the_model_folder(capsys):
+    status, _, err = liveserve(capsys, "serve", "--config", VOICE_H200)  # the folder is the deployer's
+    assert status == 2 and err.startswith("error: model.thinker.folder: no folder at")

@@ -63,6 +63,7 @@ class SeenAtStop(Placement):
 
     def stop(self) -> None:
         self.visible_devices = {name: handle.process.visible_devices for name, handle in self.handles.items()}
+        self.reported_devices = {name: handle.visible_devices for name, handle in self.handles.items()}
         self.niceness = {os.getpriority(os.PRIO_PROCESS, handle.process.pid) for handle in self.handles.values()}
         self.listening = listening_addresses()
         self.inner.stop()
@@ -83,6 +84,7 @@ def test_a_turn_on_ray_actors_equals_the_same_turn_on_stage_processes_and_ray_li
     assert audio[0].shape == audio[1].shape and np.allclose(audio[0], audio[1], atol=1e-4)
     # the config's devices, not Ray's choice: thinker and talker share GPU 1, the others see none
     assert on_ray.visible_devices == {"encoder": "", "thinker": "1,2", "talker": "1", "vocoder": ""}
+    assert on_ray.reported_devices == on_ray.visible_devices  # what each engine's process reports at its start
     assert on_ray.niceness == {os.nice(0)}  # as the server's, not Ray's nice 15 for workers
     boards = {name: [id(slots) for slots, _ in args.boards] for name, args in launcher.stage_args.items()}
     assert boards["encoder"] == boards["vocoder"] != boards["talker"]  # the CPU's board; GPU 1's

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,12 +18,15 @@ import pytest
 import torch
 
 from orchestrator.events import AudioDelta, TextDelta, TurnRequest
+from orchestrator.interpreter_process import spawn_in_interpreter
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.placement import LocalPlacement
 from orchestrator.playback_board import NOT_STARTED, PlaybackBoard
 from orchestrator.process_placement import ProcessPlacement
+from orchestrator.shared_slots import SharedSlots
 from orchestrator.stage_handle import StageProcess
-from orchestrator.stage_process import StageServer
+from orchestrator.stage_launcher import ForkserverLauncher
+from orchestrator.stage_process import StageProcessArgs, StageServer
 from orchestrator.wire import Channel
 from stages.commands import AbortRequest
 from stages.interaction import PlaybackState
@@ -76,6 +81,33 @@ def test_a_turn_on_stage_processes_equals_the_same_turn_on_threads(pipeline, spe
 def test_a_clock_other_than_monotonic_is_refused(pipeline):
     with pytest.raises(ValueError, match="time.monotonic"):
         ProcessPlacement(1).start(pipeline.stages, lambda kind, outputs: None, clock=lambda: 0.0)
+
+
+def test_each_stage_process_sees_the_gpus_it_is_given_and_a_cpu_stage_none(pipeline):
+    placement = ProcessPlacement(1, ForkserverLauncher({"thinker": (0, 1), "vocoder": (3,)}))
+    handles = placement.start(pipeline.stages, lambda kind, outputs: None, time.monotonic)
+    try:  # each process reports CUDA_VISIBLE_DEVICES as its environment says before its engine is built
+        seen = {name: handle.visible_devices for name, handle in handles.items()}
+    finally:
+        placement.stop()
+    assert seen == {"encoder": "", "thinker": "0,1", "talker": "", "vocoder": "3"}
+
+
+def test_a_stage_process_of_another_interpreter_starts_with_its_gpus_in_its_environment(pipeline):
+    board = SharedSlots.create(1)
+    args = StageProcessArgs(pipeline.vocoder, ((board, 0),), 1, logging.WARNING, gpus=(2, 5))
+    process, channel = spawn_in_interpreter(Path(sys.executable), args)
+    try:
+        at_exec = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")  # before it imported anything
+        reported, started = channel.recv(), channel.recv()
+        channel.send(("stop",))
+        process.join(30)
+    finally:
+        if process.is_alive():
+            process.terminate()
+        board.close()
+    assert b"CUDA_VISIBLE_DEVICES=2,5" in at_exec
+    assert reported == ("devices", "2,5") and started[0] == "status" and process.exitcode == 0
 
 
 def test_a_stage_that_cannot_start_fails_the_start_with_its_own_error(pipeline, tmp_path: Path):
