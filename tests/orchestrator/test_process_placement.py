@@ -98,8 +98,8 @@ def test_a_stage_process_of_another_interpreter_starts_with_its_gpus_in_its_envi
     args = StageProcessArgs(pipeline.vocoder, ((board, 0),), 1, logging.WARNING, gpus=(2, 5))
     process, channel = spawn_in_interpreter(Path(sys.executable), args)
     try:
-        at_exec = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")  # before it imported anything
         reported, started = channel.recv(), channel.recv()
+        at_exec = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")  # the block it was exec'd with
         channel.send(("stop",))
         process.join(30)
     finally:
