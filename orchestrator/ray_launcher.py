@@ -28,13 +28,12 @@ from ray.util.placement_group import PlacementGroup, placement_group, placement_
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from orchestrator.deployment import StageDeployment
-from orchestrator.device_boards import seat_boards
+from orchestrator.device_boards import SharedBoards
 from orchestrator.placement_plan import PlanError
 from orchestrator.ray_layout import RaySettings, ReplicaSlot, lay_out
 from orchestrator.ray_stage_actor import StageActor
 from orchestrator.stage_handle import START_TIMEOUT_S
 from orchestrator.stage_launcher import StageLauncher
-from orchestrator.shared_slots import SharedSlots
 from orchestrator.stage_process import StageProcessArgs
 from orchestrator.wire import Channel
 from stages.shared_device import Board
@@ -54,7 +53,7 @@ class RayLauncher(StageLauncher):
         self.stage_args: dict[str, StageProcessArgs] = {}  # what each stage's actor serves it with
         self._slots: dict[str, ReplicaSlot] = {}
         self._groups: dict[int, PlacementGroup] = {}
-        self._boards: list[SharedSlots] = []
+        self._boards = SharedBoards()
         self._starting: dict[str, tuple] = {}
         self._started_ray = False
         self._server_node = ""
@@ -91,12 +90,8 @@ class RayLauncher(StageLauncher):
             if slot.node is None or self._node_of_group(slot.node) == self._server_node:
                 here[name] = slot.devices
         boards = {name: (([False], 0),) for name in names}
-        boards.update(seat_boards(here, self._new_board))
+        boards.update(self._boards.seat(here))
         return boards
-
-    def _new_board(self, size: int) -> SharedSlots:
-        self._boards.append(SharedSlots.create(size))
-        return self._boards[-1]
 
     def _node_of_group(self, node: int) -> str:
         return placement_group_table(self._groups[node])["bundles_to_node_id"][0]
@@ -148,9 +143,7 @@ class RayLauncher(StageLauncher):
         for actor, *_ in self._starting.values():  # a start that failed part way
             ray.kill(actor)
         self._starting.clear()
-        for board in self._boards:
-            board.close()
-        self._boards.clear()
+        self._boards.close()
         if not ray.is_initialized():
             return
         for group in self._groups.values():

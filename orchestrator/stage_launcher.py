@@ -8,9 +8,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Protocol
 
-from orchestrator.device_boards import seat_boards
+from orchestrator.device_boards import SharedBoards
 from orchestrator.interpreter_process import spawn_in_interpreter
-from orchestrator.shared_slots import SharedSlots
 from orchestrator.stage_process import StageProcessArgs, serve_stage
 from orchestrator.wire import Channel
 from stages.stage_spec import StageSpec
@@ -87,19 +86,15 @@ class ForkserverLauncher(StageLauncher):
         self.gpus = dict(gpus or {})
         self.stage_args: dict[str, StageProcessArgs] = {}  # what each stage's process is started with
         self._context = None
-        self._boards: list[SharedSlots] = []
+        self._boards = SharedBoards()
 
     def prepare(self, specs, torch_threads, log_level):
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["orchestrator.stage_process"])
         gpus = {spec.name: self.gpus.get(spec.name, ()) for spec in specs}
-        boards = seat_boards({name: devices or ("cpu",) for name, devices in gpus.items()}, self._new_board)
+        boards = self._boards.seat({name: devices or ("cpu",) for name, devices in gpus.items()})
         self.stage_args = {spec.name: StageProcessArgs(spec, boards[spec.name], torch_threads, log_level,
                                                        gpus[spec.name]) for spec in specs}
-
-    def _new_board(self, size: int) -> SharedSlots:
-        self._boards.append(SharedSlots.create(size))
-        return self._boards[-1]
 
     def spawn(self, name):
         args = self.stage_args[name]
@@ -114,6 +109,4 @@ class ForkserverLauncher(StageLauncher):
         return ForkedStage(process), Channel(parent_end)
 
     def close(self) -> None:
-        for board in self._boards:
-            board.close()
-        self._boards.clear()
+        self._boards.close()

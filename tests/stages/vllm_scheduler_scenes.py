@@ -102,28 +102,25 @@ def preemption(ordered: bool) -> list[dict]:
     return [step(sched), step(sched)]
 
 
-def hold(ordered: bool) -> list[dict]:
+def far_ahead_as_a_turn_arrives(ordered: bool, max_num_seqs: int, later_steps: int) -> list[dict]:
     """Two replies decoding; one gets far ahead of its listener (past p_max) as a new turn arrives."""
     states = {"far": playing(600), "near": playing(600), "new": NOT_STARTED}
-    sched = scheduler(max_num_seqs=4, num_blocks=64, states=states, ordered=ordered)
+    sched = scheduler(max_num_seqs=max_num_seqs, num_blocks=64, states=states, ordered=ordered)
     add(sched, "far", 1.0)
     add(sched, "near", 2.0)
     first = step(sched)
     states["far"] = playing(2500)
     add(sched, "new", 3.0)
-    return [first, step(sched), step(sched)]
+    return [first, *(step(sched) for _ in range(later_steps))]
+
+
+def hold(ordered: bool) -> list[dict]:
+    return far_ahead_as_a_turn_arrives(ordered, max_num_seqs=4, later_steps=2)
 
 
 def held_slot(ordered: bool) -> list[dict]:
     """As `hold` with max_num_seqs 2: the held reply keeps its slot (vLLM's batch has max_num_seqs)."""
-    states = {"far": playing(600), "near": playing(600), "new": NOT_STARTED}
-    sched = scheduler(max_num_seqs=2, num_blocks=64, states=states, ordered=ordered)
-    add(sched, "far", 1.0)
-    add(sched, "near", 2.0)
-    first = step(sched)
-    states["far"] = playing(2500)
-    add(sched, "new", 3.0)
-    return [first, step(sched)]
+    return far_ahead_as_a_turn_arrives(ordered, max_num_seqs=2, later_steps=1)
 
 
 def yielding(ordered: bool) -> list[dict]:
