@@ -52,7 +52,7 @@ def read_graph(root: Section) -> StageGraph:
 def _read_edge(section: Section) -> Edge:
     source, target = (_kind(section, key) for key in ("from", "to"))
     chunks = build(ChunkSizes, section.path, first_chunk=section.value("first_chunk", int, 1),
-                   chunk=section.value("chunk", int, 1))
+                   chunk=section.value("chunk", int, 1), ramp=section.value("ramp", bool, False))
     section.finish()
     return Edge(source, target, chunks)
 

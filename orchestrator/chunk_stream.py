@@ -13,7 +13,8 @@ class ChunkStream(Generic[T]):
     """Buffers items; `push` returns the chunks now due, `close` the remainder.
 
     The first chunk is released at `first_chunk` items, later ones every `chunk`
-    items, so downstream starts early and then works in efficient batches.
+    items (ramping up to it if the sizes say so), so downstream starts early and then
+    works in efficient batches.
     """
 
     def __init__(self, sizes: ChunkSizes) -> None:
@@ -38,12 +39,18 @@ class ChunkStream(Generic[T]):
 
     def whole_chunks(self, num_more: int) -> int:
         """How many of the buffered items and `num_more` items still to come leave in whole chunks."""
-        total, due = len(self._buffer) + num_more, self._due()
-        return 0 if total < due else due + (total - due) // self.sizes.chunk * self.sizes.chunk
+        total = left = len(self._buffer) + num_more
+        index = self.num_released
+        while left >= (size := self.sizes.size(index)):
+            if index > 0 and size == self.sizes.chunk:
+                return total - left % size
+            left -= size
+            index += 1
+        return total - left
 
     def close(self) -> list[T]:
         rest, self._buffer = self._buffer, []
         return rest
 
     def _due(self) -> int:
-        return self.sizes.first_chunk if self.num_released == 0 else self.sizes.chunk
+        return self.sizes.size(self.num_released)

@@ -11,13 +11,24 @@ from stages.validation import require_positive_ints
 @dataclass(frozen=True)
 class ChunkSizes:
     """An edge forwards `first_chunk` items at once, then `chunk` at a time (a small first chunk
-    for early audio, then steady ones)."""
+    for early audio, then steady ones). With `ramp`, each chunk after the first is twice the one
+    before until it reaches `chunk` (4, 8, 16, 16, ...), so the audio a small first chunk bought
+    covers the time the next chunk takes to fill."""
 
     first_chunk: int = 1
     chunk: int = 1
+    ramp: bool = False
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "first_chunk", "chunk")
+        if not isinstance(self.ramp, bool):
+            raise ValueError(f"ramp must be true or false, got {self.ramp!r}")
+
+    def size(self, index: int) -> int:
+        """Items in the chunk released `index`-th (0: the first)."""
+        if index == 0:
+            return self.first_chunk
+        return min(self.chunk, self.first_chunk << index) if self.ramp else self.chunk
 
 
 @dataclass(frozen=True)

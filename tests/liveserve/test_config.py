@@ -10,6 +10,7 @@ from config_variant import write_variant
 from liveserve.config import LAB_CONFIG, load_config
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
+from orchestrator.stage_graph import ChunkSizes
 from stages.kinds import StageKind
 from stages.policies.fcfs import FCFSParams
 from stages.policies.urgency import UrgencyParams
@@ -33,7 +34,9 @@ def test_the_lab_config_is_tiny_omni():
     assert pipeline.encoder.model.output_size == pipeline.thinker.model.hidden_size
     assert pipeline.talker.model.thinker_hidden_size == pipeline.thinker.model.hidden_size
     assert pipeline.vocoder.model.codec_vocab_size == pipeline.talker.model.codec_vocab_size
-    assert pipeline.graph.edge("talker", "vocoder").chunks.first_chunk == 4
+    # the vocoder's first chunk is what the talker makes of the reply's first token
+    assert pipeline.graph.edge("talker", "vocoder").chunks == ChunkSizes(3, 16, ramp=True)
+    assert pipeline.talker.model.frames_per_token == 3
     assert (pipeline.thinker.threads, pipeline.talker.threads, pipeline.vocoder.threads) == (None, 1, 1)
     assert config.runtime.placement == "processes"
 

@@ -35,6 +35,17 @@ def test_only_whole_vocoder_chunks_count_as_audio_to_come():
     assert stream.whole_chunks(13) == 0 and stream.whole_chunks(14) == 16 and stream.whole_chunks(46) == 48
 
 
+def test_a_ramp_doubles_chunks_up_to_the_steady_size():
+    sizes = ChunkSizes(first_chunk=3, chunk=16, ramp=True)
+    assert [sizes.size(i) for i in range(5)] == [3, 6, 12, 16, 16]
+    stream = ChunkStream(sizes)
+    # 3 + 6 + 12 leave whole; 16 more fill one steady chunk, 15 do not
+    assert stream.whole_chunks(20) == 9 and stream.whole_chunks(21) == 21 and stream.whole_chunks(52) == 37
+    assert stream.push([0] * 10) == [[0] * 3, [0] * 6] and stream.num_buffered == 1
+    assert stream.push([0] * 11) == [[0] * 12] and stream.whole_chunks(15) == 0 and stream.whole_chunks(16) == 16
+    assert [s.size(1) for s in (ChunkSizes(4, 1, ramp=True), ChunkSizes(4, 16))] == [1, 16]
+
+
 def test_board_lookups_and_withdrawal():
     board = PlaybackBoard(lambda: 10.0)
     assert board.playback("x") is None and board.next_use("x") is None
