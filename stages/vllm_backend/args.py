@@ -11,6 +11,29 @@ CPU_DTYPES = ("float32", "bfloat16")  # what vLLM's CPU platform computes in
 GPU_DTYPES = ("bfloat16", "float16", "float32")
 CPU_BLOCK_MULTIPLE = 32  # vLLM's CPU attention takes KV blocks of a multiple of 32 tokens
 GPU_BLOCK_MULTIPLE = 16
+EVICTIONS = ("none", "lru", "next_use")
+
+
+@dataclass(frozen=True)
+class VllmOffload:
+    """vLLM's KV offload to host memory, as a stage's `kv` section sets it: `eviction` none (off: vLLM keeps the
+    KV on its GPUs only), lru (vLLM's own CachePolicy) or next_use (LiveServe's, cache_policy.py) orders the
+    host cache of `host_mib` MiB (all of a replica's GPUs together)."""
+
+    eviction: str = "none"
+    host_mib: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.eviction not in EVICTIONS:
+            raise ValueError(f"eviction must be one of {EVICTIONS}, got {self.eviction!r}")
+        if self.is_on:
+            require_positive_ints(self, "host_mib")
+        elif self.host_mib is not None:
+            raise ValueError("host_mib sizes the host cache of eviction lru or next_use; eviction is none")
+
+    @property
+    def is_on(self) -> bool:
+        return self.eviction != "none"
 
 
 @dataclass(frozen=True)
@@ -26,7 +49,7 @@ class VllmArgs:
     (`kv_cache_memory_bytes`) and `tensor_parallel_size` 1. On GPUs, the stage's deployment
     gives `dtype`, `tensor_parallel_size` (its GPUs a replica) and `gpu_memory_utilization` (its
     memory_fraction), and vLLM's KV takes what the weights and activations leave of that share
-    (`kv_cache_mib` None).
+    (`kv_cache_mib` None), and `offload` may move KV to host memory (GPUs only: vLLM's transfer worker is).
     """
 
     dtype: str = "float32"
@@ -39,6 +62,7 @@ class VllmArgs:
     cache_dir: Path | None = None
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float | None = None
+    offload: VllmOffload = VllmOffload()
 
     def __post_init__(self) -> None:
         dtypes, multiple = (GPU_DTYPES, GPU_BLOCK_MULTIPLE) if self.on_gpus else (CPU_DTYPES, CPU_BLOCK_MULTIPLE)
@@ -57,8 +81,8 @@ class VllmArgs:
             require_number(self, "gpu_memory_utilization", lambda v: 0 < v <= 1, "a number in (0, 1]")
             if self.kv_cache_mib is not None:
                 raise ValueError("kv_cache_mib is the CPU's; on GPUs the KV takes what memory_fraction leaves")
-        elif self.tensor_parallel_size != 1 or self.kv_cache_mib is None:
-            raise ValueError("on the CPU vLLM runs without tensor parallelism, in kv_cache_mib of KV")
+        elif self.tensor_parallel_size != 1 or self.kv_cache_mib is None or self.offload.is_on:
+            raise ValueError("on the CPU vLLM runs without tensor parallelism or KV offload, in kv_cache_mib of KV")
         else:
             require_positive_ints(self, "kv_cache_mib")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from stages.config import SamplingParams, SchedulerConfig
 from stages.policies.base import SchedulingPolicy
-from stages.vllm_backend.args import VllmArgs
+from stages.vllm_backend.args import VllmArgs, VllmOffload
 from stages.vllm_backend.step_order import order_step
 
 MIB = 1 << 20
@@ -24,6 +24,7 @@ IN_PROCESS_ENV = {  # read by vLLM when its engine is built: no engine-core proc
     "VLLM_LOGGING_LEVEL": "WARNING",
 }
 OWNER_ARG = "liveserve_request_id"  # SamplingParams.extra_args key: the LiveServe request a generation serves
+CACHE_POLICY_MODULE = "stages.vllm_backend.cache_policy"
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,18 @@ def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed
     `order_by`. On GPUs with tensor parallelism the workers are processes of vLLM's own (the mp executor;
     not run yet: this build has no GPU); otherwise the one worker is this process."""
     os.environ.update(IN_PROCESS_ENV)
-    from vllm.engine.arg_utils import EngineArgs
     from vllm.v1.engine.llm_engine import LLMEngine
+
+    return LLMEngine.from_engine_args(engine_args(model_dir, args, budgets, seed, ordered), enable_multiprocessing=False)
+
+
+def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int, ordered: bool = False):
+    """The EngineArgs `build_engine` builds with."""
+    from vllm.engine.arg_utils import EngineArgs
 
     memory = ({"gpu_memory_utilization": args.gpu_memory_utilization} if args.on_gpus
               else {"kv_cache_memory_bytes": args.kv_cache_mib * MIB})
-    engine_args = EngineArgs(
+    return EngineArgs(
         model=str(model_dir), skip_tokenizer_init=True, dtype=args.dtype, seed=seed,
         max_model_len=args.max_model_len, block_size=args.block_size, **memory,
         enable_prefix_caching=args.enable_prefix_caching, enforce_eager=args.enforce_eager,
@@ -56,23 +63,37 @@ def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed
         tensor_parallel_size=args.tensor_parallel_size,
         distributed_executor_backend="uni" if args.tensor_parallel_size == 1 else "mp", disable_log_stats=True,
         scheduler_cls=OrderedScheduler if ordered else None,
+        kv_transfer_config=offload_config(args.offload) if args.offload.is_on else None,
     )
-    return LLMEngine.from_engine_args(engine_args, enable_multiprocessing=False)
+
+
+def offload_config(offload: VllmOffload):
+    """vLLM's KV offload to `offload.host_mib` of host memory (its OffloadingConnector, CPU spec), its host
+    cache ordered by vLLM's LRU or LiveServe's NextUseCachePolicy. Decode blocks are offloaded too (vLLM's
+    default offloads prompts only): a session's next prompt holds its reply."""
+    from vllm.config import KVTransferConfig
+
+    policy = ({"eviction_policy": "lru"} if offload.eviction == "lru" else
+              {"eviction_policy": "NextUseCachePolicy", "cache_policy_module_path": CACHE_POLICY_MODULE})
+    extra = {"cpu_bytes_to_use": offload.host_mib * MIB, "offload_prompt_only": False, **policy}
+    return KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both", kv_connector_extra_config=extra)
 
 
 def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, stop_ids: Iterable[int],
         owner: str) -> None:
     """Generate after `prompt` as `sampling` says, stopping at `stop_ids`, for the LiveServe request `owner`
-    (what an OrderedScheduler asks the policy about); outputs come as deltas."""
+    (what an OrderedScheduler asks the policy about, and the session its kv_hints name); outputs come as deltas."""
     from vllm import SamplingParams as VllmSampling
     from vllm.sampling_params import RequestOutputKind
+
+    from stages.vllm_backend.cache_policy import session_hints
 
     params = VllmSampling(
         temperature=sampling.temperature, top_k=sampling.top_k, max_tokens=sampling.max_tokens,
         seed=sampling.seed, ignore_eos=sampling.ignore_eos, stop_token_ids=sorted(stop_ids),
         detokenize=False, output_kind=RequestOutputKind.DELTA, extra_args={OWNER_ARG: owner},
     )
-    engine.add_request(request_id, {"prompt_token_ids": prompt}, params)
+    engine.add_request(request_id, {"prompt_token_ids": prompt}, params, kv_hints=session_hints(owner))
 
 
 def step(engine) -> list[TokensOut]:
@@ -98,6 +119,13 @@ def order_by(engine, policy: SchedulingPolicy, clock: Callable[[], float]) -> No
     scheduler = scheduler_of(engine)
     scheduler.policy_clock = clock
     scheduler.liveserve_policy = policy
+
+
+def evict_by_next_use(scheduler, next_use_of: Callable[[str], float | None]) -> None:
+    """From now on the scheduler's NextUseCachePolicy (offload with eviction next_use) asks `next_use_of`
+    (a session's LiveServe request id -> clock time, None: unknown) when it evicts. vLLM 0.32 has no public
+    way to it: the policy is the private `_policy` of the connector's CPUOffloadingManager."""
+    scheduler.connector.connector_scheduler.manager._policy.next_use_of = next_use_of
 
 
 def scheduled_nothing(engine) -> bool:

@@ -12,10 +12,11 @@ from liveserve.config import load_config
 from liveserve.config_reader import ConfigError
 
 VLLM_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "voice-cpu-vllm.yaml"
+GPU_CONFIG = VLLM_CONFIG.with_name("voice-h200.yaml")
 
 
-def write(tmp_path, edit) -> str:
-    data = yaml.safe_load(VLLM_CONFIG.read_text())
+def write(tmp_path, edit, config: Path = VLLM_CONFIG) -> str:
+    data = yaml.safe_load(config.read_text())
     edit(data)
     path = tmp_path / "variant.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -24,6 +25,10 @@ def write(tmp_path, edit) -> str:
 
 def vllm_args(**changes):
     return lambda data: data["stages"]["thinker"]["vllm"].update(changes)
+
+
+def kv(**section):
+    return lambda data: data["stages"]["thinker"].update(kv=section)
 
 
 def test_the_shipped_vllm_config_runs_the_voice_agents_thinker_on_vllm_with_its_gguf_weights():
@@ -41,7 +46,8 @@ def test_the_shipped_vllm_config_runs_the_voice_agents_thinker_on_vllm_with_its_
     (vllm_args(enforce_eager="yes"), "stages.thinker.vllm.enforce_eager: expected bool, got 'yes'"),
     (vllm_args(gpu_memory_utilization=0.9), "stages.thinker.vllm.gpu_memory_utilization: unknown field"),
     (lambda d: d["stages"]["thinker"].update(backend="vlm"), "stages.thinker.backend: must be one of"),
-    (lambda d: d["stages"]["thinker"].update(kv={"num_blocks": 8}), "stages.thinker.kv: vLLM keeps the KV"),
+    (lambda d: d["stages"]["thinker"].update(window={"tokens": 64}), "stages.thinker.window: vLLM keeps the KV"),
+    (kv(eviction="next_use", host_mib=64), "stages.thinker.kv.eviction: vLLM offloads KV with a GPU-only transfer"),
     (lambda d: d["stages"]["thinker"]["scheduler"].update(policy="edf"), "stages.thinker.scheduler: unknown scheduling policy"),
     (lambda d: d["stages"].setdefault("tts", {}).update(backend="vllm"), "stages.tts: backend: vllm serves a thinker"),
     (lambda d: d.setdefault("runtime", {}).update(placement="threads"),
@@ -63,3 +69,23 @@ def test_the_urgency_policy_with_its_parameters_orders_a_thinker_on_vllm(tmp_pat
 def test_vllm_arguments_under_the_native_backend_are_a_mistake(tmp_path):
     with pytest.raises(ConfigError, match=r"^stages.thinker.vllm: vllm arguments need backend: vllm"):
         load_config(write(tmp_path, lambda d: d["stages"]["thinker"].update(backend="native")))
+
+
+def test_kv_eviction_next_use_on_gpus_offloads_to_host_memory_under_liveserves_cache_policy(tmp_path):
+    offload = load_config(write(tmp_path, kv(eviction="next_use", host_mib=65536), GPU_CONFIG)).pipeline.thinker.vllm.offload
+    assert (offload.eviction, offload.host_mib, offload.is_on) == ("next_use", 65536, True)
+    assert not load_config(GPU_CONFIG).pipeline.thinker.vllm.offload.is_on  # as shipped: no kv section, no offload
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"eviction": "belady", "host_mib": 64}, "stages.thinker.kv: eviction must be one of ('none', 'lru', 'next_use')"),
+    ({"eviction": "next_use"}, "stages.thinker.kv: host_mib must be a positive integer, got None"),
+    ({"eviction": "lru", "host_mib": 0}, "stages.thinker.kv: host_mib must be a positive integer, got 0"),
+    ({"eviction": "none", "host_mib": 64}, "stages.thinker.kv: host_mib sizes the host cache of eviction lru or next_use"),
+    ({"eviction": "next_use", "host_mib": 64, "preload": True}, "stages.thinker.kv.preload: unknown field"),
+])
+def test_bad_offload_settings_on_gpus_are_one_line_naming_the_field(tmp_path, section, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, kv(**section), GPU_CONFIG))
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
