@@ -45,7 +45,8 @@ def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed
     os.environ.update(IN_PROCESS_ENV)
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    return LLMEngine.from_engine_args(engine_args(model_dir, args, budgets, seed, ordered), enable_multiprocessing=False)
+    built = engine_args(model_dir, args, budgets, seed, ordered)
+    return LLMEngine.from_engine_args(built, enable_multiprocessing=False)
 
 
 def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int, ordered: bool = False):
