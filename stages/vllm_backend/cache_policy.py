@@ -87,4 +87,3 @@ class NextUseCachePolicy(CachePolicy):
 
     def mark_non_evictable(self, key: OffloadKey) -> None:
         self.order.set_evictable(key, False)
-
