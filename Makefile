@@ -50,4 +50,4 @@ serve: $(STAMP)
 	$(VENV)/bin/liveserve serve
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info examples/js/node_modules
+	rm -rf $(VENV) $(VLLM_VENV) .venv-vllm-gpu build *.egg-info examples/js/node_modules
