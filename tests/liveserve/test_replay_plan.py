@@ -192,5 +192,6 @@ def test_presets_on_a_thinker_on_vllm_set_its_scheduler_and_leave_its_kv_to_vllm
         raw, config = derive_config(name, read_config_data(source), source)
         assert (config.pipeline.thinker.backend, config.pipeline.thinker.scheduler.policy) == ("vllm", policy)
         assert "kv" not in raw["stages"]["thinker"] or raw["stages"]["thinker"]["kv"] is None
-    with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' .*stages.thinker.kv: vLLM keeps the KV"):
+    # offloading presets need vLLM's GPU-only transfer worker
+    with pytest.raises(PresetUnavailable, match=r"'fcfs-lru' .*stages.thinker.kv.eviction: vLLM offloads KV with a GPU"):
         derive_config("fcfs-lru", read_config_data(source), source)
