@@ -11,7 +11,7 @@ import pytest
 from liveserve.bench.duplex.options import DuplexOptions
 from liveserve.bench.replay.options import ReplayOptions
 from liveserve.bench.sweep import load_sweep_spec, run_sweep
-from liveserve.bench.sweep.command import run_sweep_command
+from liveserve.bench.sweep.command import point_runner, run_sweep_command
 from liveserve.config_document import Override
 from liveserve.config_reader import ConfigError
 from realtime_harness import small_config
@@ -119,3 +119,17 @@ def test_a_one_point_duplex_sweep_against_a_fresh_server(tmp_path):
     assert result["sessions"]["admitted"] == 1 and result["frames_total"] > 0
     assert result["config"]["server_overrides"][0] == "duplex.frame_ms=160"
     assert "| 1 | 1 | 0 |" in (tmp_path / "out" / "results.md").read_text()
+
+
+SHIPPED_SPECS = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_SPECS, ids=lambda path: path.stem)
+def test_every_shipped_sweep_passes_its_pre_run_check(path, monkeypatch):
+    # a broken spec would otherwise surface only when its sweep starts; dataset paths are the checkout's
+    monkeypatch.chdir(path.parents[2])
+    spec = load_sweep_spec(path)
+    check = point_runner(spec.command)[1]
+    for options in spec.points():
+        check(options)
+    assert len(spec.points()) >= 2
