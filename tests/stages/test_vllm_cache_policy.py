@@ -5,27 +5,17 @@ run in .venv-vllm's Python (vllm_offload_scenes.py; vLLM is not in this venv). S
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from vllm_scenes import run_scenes
 
-from liveserve.config_vllm import default_python
-
-ROOT = Path(__file__).resolve().parents[2]
 SCENES = Path(__file__).with_name("vllm_offload_scenes.py")
 
 
 @pytest.fixture(scope="module")
 def scenes() -> dict:
-    python = default_python()
-    assert python.is_file(), f"no vLLM interpreter at {python}: run `make install`"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([str(python), str(SCENES)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_scenes(SCENES)
 
 
 def test_vllms_manager_evicts_the_farthest_sessions_chunks_tail_first(scenes):

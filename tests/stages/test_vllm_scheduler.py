@@ -4,16 +4,11 @@ LiveServe's request ids while vLLM's own carry a suffix. Each list below is one 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from vllm_scenes import run_scenes
 
-from liveserve.config_vllm import default_python
-
-ROOT = Path(__file__).resolve().parents[2]
 SCENES = Path(__file__).with_name("vllm_scheduler_scenes.py")
 
 pytestmark = pytest.mark.slow
@@ -21,12 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def scenes() -> dict:
-    python = default_python()
-    assert python.is_file(), f"no vLLM interpreter at {python}: run `make install`"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([str(python), str(SCENES)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_scenes(SCENES)
 
 
 def steps(scenes, scene, policy, what) -> list[list[str]]:
