@@ -96,6 +96,7 @@ def test_voice_pipeline_mistakes_name_the_field(tmp_path, edit, message):
     (lambda d: d["graph"].pop(), r"graph: the reply path ends at talker, which makes no audio"),
     (lambda d: d.update(graph={"from": "encoder"}), r"graph: expected a list of edges"),
     (lambda d: d["graph"][0].update(chunks=2), r"graph\[0\]\.chunks: unknown field"),
+    (lambda d: d["graph"][2].update(ramp="yes"), r"graph\[2\]\.ramp: expected bool, got .yes."),
     (lambda d: d["graph"].pop(0), r"model\.encoder: the graph has no such stage \(leave it out or set it to null\)"),
     (lambda d: d.update(streaming={"talker_to_vocoder": {"first_chunk": 4}}),
      r"streaming: the chunk sizes now sit on the graph's edges"),
