@@ -37,7 +37,7 @@ class UrgencyParams:
     alpha: float = 1.0
     beta: float = 0.25
     pace_kv_share: float = 0.9
-    u1_ms_per_position: float = 0.25
+    u1_ms_per_position: float = 1.0
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")

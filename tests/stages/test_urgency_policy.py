@@ -78,7 +78,7 @@ def test_urgency_parameters_are_validated_by_name(field, value, message):
 def test_urgency_parameter_defaults_and_a_policy_gets_its_own_params():
     params = UrgencyParams()
     assert (params.p_safe_ms, params.p_yield_ms, params.p_max_ms) == (400.0, 1000.0, 2000.0)
-    assert (params.alpha, params.beta, params.u1_ms_per_position) == (1.0, 0.25, 0.25)
+    assert (params.alpha, params.beta, params.u1_ms_per_position) == (1.0, 0.25, 1.0)
     assert UrgencyParams(p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     assert make_policy(SchedulerConfig(policy="urgency")).params == params  # None: the policy's defaults
     assert make_policy(SchedulerConfig()).params == FCFSParams()
