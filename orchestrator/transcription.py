@@ -26,7 +26,10 @@ class Transcription:
     raises RuntimeError if the stage failed it. `abort()` drops the request (nothing more is
     reported). Audio appended while the user `pausing` is held back: it goes to the stage when
     speech resumes, and the silence that ends the speech never does, so no partial pass starts on
-    it and runs while the final one waits. Runs on the event loop.
+    it and runs while the final one waits. A final is the text of a pass that read all the speech
+    sent, so when the pause's pass read it all (before or after the close), the final is that text
+    at once: it does not wait for a step of the stage, which may be another session's pass (the
+    stage's request is dropped). Runs on the event loop.
     """
 
     def __init__(self, bus: StageBus, session_id: str, item_id: str, on_text: Callable[[UserTranscript], None],
@@ -35,6 +38,9 @@ class Transcription:
         self.request_id = RequestId(session_id, StageKind.ASR, item_id)
         self._final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._held: list[np.ndarray] = []  # audio of a pause the speech may end with
+        self._num_sent = 0  # samples sent to the stage
+        self._is_closed = False
+        self._last: Transcript | None = None  # the stage's latest partial
         bus.own(self.request_id, self)
         bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
 
@@ -45,7 +51,11 @@ class Transcription:
         if self._held and not close:
             pcm16k = np.concatenate([*self._held, *([] if pcm16k is None else [pcm16k])])
         self._held = []
-        if not self._final.done() and (close or (pcm16k is not None and len(pcm16k))):
+        if self._final.done() or not (close or (pcm16k is not None and len(pcm16k))):
+            return
+        self._num_sent += 0 if pcm16k is None else len(pcm16k)
+        self._is_closed = self._is_closed or close
+        if not (close and self._last is not None and self._finish_with(self._last)):
             self.bus.submit(StageKind.ASR, AppendInput(self.request_id, pcm16k, close=close))
 
     def pause(self, lead_s: float) -> None:
@@ -70,9 +80,25 @@ class Transcription:
             self._final.set_exception(RuntimeError(f"asr stage: {output.error}"))
             return
         transcript: Transcript | None = output.payload
-        if transcript is not None:
-            self.on_text(UserTranscript(self.item_id, transcript.text, transcript.is_final,
-                                        transcript.num_samples / SAMPLE_RATE))
-            if transcript.is_final:
-                self.bus.disown(self.request_id)
-                self._final.set_result(transcript.text)
+        if transcript is None:
+            return
+        if transcript.is_final:
+            self._report(transcript)
+        elif not (self._is_closed and self._finish_with(transcript)):
+            self._last = transcript
+            self._report(transcript)
+
+    def _finish_with(self, last: Transcript) -> bool:
+        """The final from `last` if it read all the speech sent (then the stage's request is dropped)."""
+        if last.num_samples != self._num_sent:
+            return False
+        self.bus.submit(StageKind.ASR, AbortRequest(self.request_id))
+        self._report(Transcript(last.text, True, last.num_samples))
+        return True
+
+    def _report(self, transcript: Transcript) -> None:
+        self.on_text(UserTranscript(self.item_id, transcript.text, transcript.is_final,
+                                    transcript.num_samples / SAMPLE_RATE))
+        if transcript.is_final:
+            self.bus.disown(self.request_id)
+            self._final.set_result(transcript.text)

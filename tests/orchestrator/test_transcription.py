@@ -1,4 +1,5 @@
-"""What a Transcription hands the ASR stage: the speech, without the silence it may end with."""
+"""What a Transcription hands the ASR stage (the speech, without the silence it may end with) and when its
+final comes without a pass of the stage."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import asyncio
 import numpy as np
 
 from orchestrator.transcription import Transcription
-from stages.commands import AddRequest, AppendInput
+from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.plan import StageOutput
+from stages.requests.asr import Transcript
 
 
 class RecordingBus:
@@ -56,3 +59,51 @@ def test_a_pause_is_held_back_then_sent_when_speech_resumes_and_dropped_when_it_
 
     bus = asyncio.run(scenario())
     assert appended(bus) == [(320, False), (960, False), (0, True)]
+
+
+def partial(heard: Transcription, text: str, num_samples: int) -> None:
+    heard.on_output("asr", StageOutput(heard.request_id, Transcript(text, False, num_samples)))
+
+
+def closed_after_a_pause(pause_pass_first: bool, pause_pass_samples: int = 640):
+    """Speech of 640 samples, a pause, the pause's pass (reading `pause_pass_samples`) before or
+    after the close; the bus and the transcripts reported."""
+    async def scenario():
+        bus, reported = RecordingBus(), []
+        heard = Transcription(bus, "s", "item_1", reported.append)
+        heard.append(chunk(0.1))
+        heard.append(chunk(0.2))
+        heard.pause(0.25)
+        heard.append(chunk(0.0), pausing=True)
+        if pause_pass_first:
+            partial(heard, "hello there", pause_pass_samples)
+        heard.append(None, close=True)
+        if not pause_pass_first:
+            partial(heard, "hello there", pause_pass_samples)
+        if reported and reported[-1].is_final:
+            assert await heard.text() == reported[-1].text
+        return bus, reported
+
+    return asyncio.run(scenario())
+
+
+def test_the_final_is_the_pause_pass_when_it_read_all_the_speech_before_the_close():
+    bus, reported = closed_after_a_pause(pause_pass_first=True)
+    assert [(t.text, t.is_final, t.audio_s) for t in reported] == [("hello there", False, 0.04),
+                                                                   ("hello there", True, 0.04)]
+    assert appended(bus) == [(320, False), (320, False)]  # no close: the stage's request is dropped
+    assert isinstance(bus.submitted[-1], AbortRequest)
+
+
+def test_the_final_is_the_pause_pass_when_it_comes_after_the_close():
+    bus, reported = closed_after_a_pause(pause_pass_first=False)
+    assert [(t.text, t.is_final) for t in reported] == [("hello there", True)]
+    assert appended(bus)[-1] == (0, True) and isinstance(bus.submitted[-1], AbortRequest)
+
+
+def test_a_pass_that_read_part_of_the_speech_leaves_the_final_to_the_stage():
+    for pause_pass_first in (True, False):
+        bus, reported = closed_after_a_pause(pause_pass_first, pause_pass_samples=320)
+        assert [(t.text, t.is_final) for t in reported] == [("hello there", False)]
+        assert appended(bus)[-1] == (0, True)
+        assert not any(isinstance(command, AbortRequest) for command in bus.submitted)
