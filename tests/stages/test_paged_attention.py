@@ -124,6 +124,36 @@ def test_the_kernel_equals_gathered_attention_at_model_head_sizes(head_dim, kern
     torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
 
 
+def test_the_kernel_shares_the_sequences_among_the_callers_torch_threads_with_the_same_result(kernel):
+    gen = torch.Generator().manual_seed(3)
+    heads, kv_heads, dim, block_size, lengths = 6, 2, 64, 16, [1, 40, 300, 17, 5, 129, 64]
+    k_cache, v_cache = (torch.randn(160, block_size, kv_heads, dim, generator=gen) for _ in range(2))
+    width = max(blocks_for(n, block_size) for n in lengths)
+    table = torch.randperm(160, generator=gen)[: len(lengths) * width].view(len(lengths), width).contiguous()
+    q = torch.randn(len(lengths), heads, dim, generator=gen)
+    threads = torch.get_num_threads()
+    outs = []
+    try:
+        for count in (1, 2, 3):
+            torch.set_num_threads(count)
+            outs.append(kernel(q, k_cache, v_cache, table, torch.tensor(lengths)))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])  # each pair's sums in the same order
+
+
+def test_a_compiler_without_openmp_still_builds_the_kernel(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(paged_decode, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(paged_decode, "OPENMP", "-fno-such-option")
+    loaded = paged_decode.load.__wrapped__()
+    if loaded is None:
+        pytest.skip("no C compiler: decode attention gathers")
+    assert "runs on one thread" in caplog.text
+    q, cache = torch.ones(1, 4, 8), torch.ones(2, 4, 2, 8)
+    out = loaded(q, cache, cache, torch.zeros(1, 1, dtype=torch.long), torch.full((1,), 3, dtype=torch.long))
+    assert torch.equal(out, torch.ones(1, 4, 8))  # equal values: the weighted sum of ones
+
+
 def test_the_kernel_takes_every_decode_at_once_and_a_window_still_gathers(kernel):
     decodes = [([4, 2], 7, [0, 1]), ([3], 1, [0]), ([0, 5, 1], 12, [0, 1, 2])]
     batch = build_attention_batch(4, [d[:2] for d in decodes], [], [0, 1, 2], 2, decode_kernel=kernel)
