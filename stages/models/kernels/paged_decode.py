@@ -46,7 +46,8 @@ class PagedDecode:
     def __init__(self, library: ctypes.CDLL) -> None:
         self._fn = library.paged_decode
         self._fn.restype = ctypes.c_int
-        self._fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 6 + [ctypes.c_float, ctypes.c_int64, ctypes.c_void_p]
+        sizes = [ctypes.c_int64] * 6
+        self._fn.argtypes = [ctypes.c_void_p] * 5 + sizes + [ctypes.c_float, ctypes.c_int64, ctypes.c_void_p]
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                  lengths: torch.Tensor) -> torch.Tensor:
