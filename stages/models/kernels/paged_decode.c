@@ -63,7 +63,8 @@ int paged_decode(const float *q, const float *k_cache, const float *v_cache, con
     int64_t group = heads / kv_heads, longest = 1;
     for (int64_t r = 0; r < rows; r++) longest = lengths[r] > longest ? lengths[r] : longest;
     int64_t units = rows * kv_heads, per_thread = group * longest;
-    threads = threads < 1 ? 1 : threads > units ? (units > 0 ? units : 1) : threads;
+    if (threads > units) threads = units;
+    if (threads < 1) threads = 1;
     float *scores = malloc(sizeof(float) * per_thread * threads);
     if (scores == NULL) return -1;
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
