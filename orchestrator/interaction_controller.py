@@ -215,16 +215,28 @@ class InteractionController:
         self._interrupt(reason)
 
     async def _pump(self, response: Response) -> None:
-        while True:
-            event = await response.turn.events.get()
-            if isinstance(event, TurnDone):
-                self._end(response, event)
-                return
-            if response.cancel_reason is None:
-                if isinstance(event, AudioDelta):
-                    self.monitor.playback.delivered(event.duration_ms)
-                    self.report_playback()
-                self.listener(event)
+        events, done = response.turn.events, None
+        while done is None:
+            batch = [await events.get()]
+            batch.extend(events.get_nowait() for _ in range(events.qsize()))
+            done = self._hand_on(response, batch)
+        self._end(response, done)
+
+    def _hand_on(self, response: Response, batch: list) -> TurnDone | None:
+        """The events that queued by one wake-up on to the listener (none once the reply is cut); the
+        stages hear of the audio among them once. The TurnDone that ends the batch, if it does."""
+        done = batch.pop() if isinstance(batch[-1], TurnDone) else None
+        delivered = False
+        for event in batch:
+            if response.cancel_reason is not None:
+                break
+            if isinstance(event, AudioDelta):
+                self.monitor.playback.delivered(event.duration_ms)
+                delivered = True
+            self.listener(event)
+        if delivered:
+            self.report_playback()
+        return done
 
     def _end(self, response: Response, done: TurnDone) -> None:
         if response.speak:

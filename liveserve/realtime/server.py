@@ -117,32 +117,47 @@ class RealtimeServer:
             await asyncio.sleep(period)
 
     async def _receive_loop(self, ws: WebSocket, session: RealtimeSession) -> None:
-        """Hand the client's messages to the session until it disconnects, idles out or the session ends;
-        read no faster than `server.ingest_mib_per_s` (an IngestPacer), so one client's stream of big
-        messages cannot keep the event loop from the other sessions."""
+        """Hand the client's messages to the session until it disconnects, idles out or the session ends.
+        One deadline serves the whole connection: armed while a message is awaited (the idle timeout, or
+        now once the session ends), never while one is handled."""
         idle = self.config.server.idle_timeout_s
-        pacer = IngestPacer(self.config.server.ingest_mib_per_s * MIB, INGEST_BURST_MIB * MIB)
+        loop = asyncio.get_running_loop()
         ended = asyncio.ensure_future(session.ended.wait())
         try:
-            with contextlib.suppress(WebSocketDisconnect):
-                while not session.ended.is_set():
-                    receiving = asyncio.ensure_future(ws.receive())
-                    done, _ = await asyncio.wait({receiving, ended}, timeout=idle, return_when=asyncio.FIRST_COMPLETED)
-                    if receiving not in done:
-                        receiving.cancel()
-                        if not done:
-                            session.emit_error(RealtimeError("idle_timeout", f"no client event for {idle:g} s; closing"))
-                        return
-                    message = receiving.result()
-                    if message["type"] == "websocket.disconnect":
-                        return
-                    raw = message.get("text") if message.get("text") is not None else message.get("bytes")
-                    wait_s = pacer.took(len(raw or ""), self.clock())
-                    await session.handle(raw)
-                    if wait_s:
-                        await asyncio.wait({ended}, timeout=wait_s)
+            async with asyncio.timeout(None) as reading:
+                def stop_reading(_: asyncio.Future) -> None:
+                    if reading.when() is not None:
+                        reading.reschedule(loop.time())
+
+                ended.add_done_callback(stop_reading)
+                try:
+                    await self._read_messages(ws, session, reading, ended)
+                finally:
+                    ended.remove_done_callback(stop_reading)
+        except TimeoutError:
+            if not session.ended.is_set():
+                session.emit_error(RealtimeError("idle_timeout", f"no client event for {idle:g} s; closing"))
         finally:
             ended.cancel()
+
+    async def _read_messages(self, ws: WebSocket, session: RealtimeSession, reading: asyncio.Timeout,
+                             ended: asyncio.Future) -> None:
+        """Read and handle messages no faster than `server.ingest_mib_per_s` (an IngestPacer), so one
+        client's stream of big messages cannot keep the event loop from the other sessions."""
+        pacer = IngestPacer(self.config.server.ingest_mib_per_s * MIB, INGEST_BURST_MIB * MIB)
+        idle, loop = self.config.server.idle_timeout_s, asyncio.get_running_loop()
+        with contextlib.suppress(WebSocketDisconnect):
+            while not session.ended.is_set():
+                reading.reschedule(loop.time() + idle)
+                message = await ws.receive()
+                reading.reschedule(None)
+                if message["type"] == "websocket.disconnect":
+                    return
+                raw = message.get("text") if message.get("text") is not None else message.get("bytes")
+                wait_s = pacer.took(len(raw or ""), self.clock())
+                await session.handle(raw)
+                if wait_s:
+                    await asyncio.wait({ended}, timeout=wait_s)
 
     async def _reject(self, ws: WebSocket) -> None:
         self.metrics.rejected_sessions.inc()

@@ -7,6 +7,7 @@ runs on it), and asserts the server events that come out and the commands the st
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import pytest
 
@@ -204,3 +205,23 @@ def test_a_turn_whose_user_input_failed_is_not_answered():
     assert done["status"] == "failed" and "the user's input could not enter the context" in \
         done["status_details"]["error"]["message"]
     assert h.stages.sent("thinker", AppendInput) == []  # nothing was generated without the user's words
+
+
+def test_audio_routed_before_the_session_wakes_goes_out_whole_and_in_order():
+    async def scenario(h):
+        await h.speak(600, then_silence_ms=700)
+        encoder_id, = h.stages.added("encoder")
+        h.stages.encode(encoder_id, 8, WIDTH)
+        await h.settle()
+        turn = h.controller.response.turn
+        h.stages.think(h.thinker_id, turn.turn_id, [10, 11, 12, 13], WIDTH)
+        h.stages.speak(turn.ids["talker"], 8)
+        await h.settle()
+        h.stages.voice(turn.ids["vocoder"], 2 * FRAME)  # two chunks routed in one go: one wake-up hands both on
+        h.stages.voice(turn.ids["vocoder"], 6 * FRAME)
+        await h.settle()
+        return h.of_type("response.output_audio.delta"), h.orch.board.playback(turn.ids["vocoder"])
+
+    deltas, vocoder_state = run(scenario)
+    assert [len(base64.b64decode(d["delta"])) // 2 for d in deltas] == [2 * FRAME, 6 * FRAME]
+    assert vocoder_state.started and vocoder_state.buffer_ms(0.0) == pytest.approx(640)  # the stages heard of both
