@@ -9,14 +9,17 @@ measured, with the same options, and prints simulated against measured with the 
   that hang up after 90 s, AIMD at its defaults, 240 s: settled cap and live count, settled p99 and the
   p50 of per-frame latency.
 
-The real runs (one each, back to back; result JSONs given as arguments):
+The real runs (one each, back to back; result JSONs given as arguments), their step traces fitted
+(benchmarks/sim_fit_cpu.py) into the spec's knobs before the simulated runs:
 
     liveserve bench replay --dataset random --num-requests 128 --random-input-len 64 --random-output-len 120 \
         --random-range-ratio 0.5 --seed 0 --request-rate 8 --hold-until-heard --max-concurrency 48 \
         --barge-in-prob 0.5 --config benchmarks/configs/many_sessions.yaml --policy POLICY \
-        --set runtime.trace_dir=TRACES --result-json real-POLICY.json
+        --set runtime.trace_dir=TRACES-POLICY --result-json real-POLICY.json
     liveserve bench duplex --frame-ms 480 --chunk-ms 160 --ramp 1.2 --session-s 90 --duration-s 240 \
-        --admission aimd --kv-blocks 1024 --window 96 --sinks 4 --result-json real-ramp.json
+        --admission aimd --kv-blocks 1024 --window 96 --sinks 4 --set runtime.trace_dir=TRACES-RAMP \
+        --result-json real-ramp.json
+    .venv/bin/python benchmarks/sim_fit_cpu.py TRACES-fcfs-lru TRACES-liveserve --windowed TRACES-RAMP --window 100
     .venv/bin/python benchmarks/sim_faithfulness.py real-fcfs-lru.json real-liveserve.json real-ramp.json --out F
 """
 

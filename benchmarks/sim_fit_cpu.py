@@ -4,7 +4,9 @@ Reads the step traces a real server wrote (`--set runtime.trace_dir=DIR`: DIR/<s
 step with its requests and new positions), prices every traced step with the roofline of
 configs/sim/tiny-omni-cpu.yaml's shapes and device (no overheads), and fits what the roofline leaves,
 stage by stage, as overhead per step + per request in the step + per new position (least squares, no
-negative term). Prints the fitted knobs as the spec's YAML and, with --out, writes them with the fit's
+negative term), and the spread of the steps around the fit as `step_jitter`: the standard deviation of
+log(measured / fitted). Several trace directories (runs of both policies, a duplex ramp) are fitted as one
+set of steps. Prints the fitted knobs as the spec's YAML and, with --out, writes them with the fit's
 residuals as JSON.
 
     liveserve bench replay ... --policy fcfs-lru --set runtime.trace_dir=/tmp/trace-fcfs   # the real run
@@ -32,6 +34,7 @@ from stages.models.vocoder import VocoderConfig
 
 SPEC = Path(__file__).resolve().parents[1] / "configs" / "sim" / "tiny-omni-cpu.yaml"
 KNOBS = ("step_overhead_ms", "row_overhead_ms", "token_overhead_ms")
+JITTER = "step_jitter"
 
 
 def traced_steps(path: Path) -> list[list[tuple[int, int]]]:
@@ -50,6 +53,11 @@ def traced_steps(path: Path) -> list[list[tuple[int, int]]]:
     return steps
 
 
+def stage_steps(trace_dirs: list[Path], kind: str) -> list:
+    return [step for trace_dir in trace_dirs if (trace_dir / f"{kind}.jsonl").exists()
+            for step in traced_steps(trace_dir / f"{kind}.jsonl")]
+
+
 def chunk_cost(kind: str, num_tokens: int, start: int, window: int | None = None) -> ChunkCost:
     if kind == "vocoder":
         return ChunkCost(num_tokens + min(start, VocoderConfig().left_context_frames), 0, 0)
@@ -58,11 +66,12 @@ def chunk_cost(kind: str, num_tokens: int, start: int, window: int | None = None
     return ChunkCost(num_tokens, start if window is None else min(start, window))
 
 
-def fit_stage(kind: str, steps, model, device, window: int | None) -> dict:
-    """Overheads (ms) that make roofline + overheads closest to the traced step times."""
+def fit_stage(kind: str, steps, model, device) -> dict:
+    """Overheads (ms) that make roofline + overheads closest to the traced step times (each step with the
+    window its run had, None for none), and the steps' spread around that fit."""
     bare = replace(device, step_overhead_s=0.0, row_overhead_s=0.0, token_overhead_s=0.0)
     rows, measured, roofline = [], [], []
-    for seconds, chunks in steps:
+    for (seconds, chunks), window in steps:
         costs = [chunk_cost(kind, n, start, window) for n, start in chunks]
         roofline.append(step_cost(model, bare, costs).seconds)
         rows.append((1.0, len(costs), sum(c.num_tokens for c in costs)))
@@ -70,7 +79,9 @@ def fit_stage(kind: str, steps, model, device, window: int | None) -> dict:
     x, y, r = np.array(rows), np.array(measured), np.array(roofline)
     knobs, _ = nnls(x, y - r)
     predicted = r + x @ knobs
+    jitter = float(np.std(np.log(y / predicted)))
     return {"steps": len(y), **{name: round(float(v) * 1000, 3) for name, v in zip(KNOBS, knobs)},
+            JITTER: round(jitter, 3),
             "measured_s": round(float(y.sum()), 2), "predicted_s": round(float(predicted.sum()), 2),
             "roofline_share": round(float(r.sum() / predicted.sum()), 3),
             "step_mean_ms": round(float(y.mean()) * 1000, 2),
@@ -79,29 +90,32 @@ def fit_stage(kind: str, steps, model, device, window: int | None) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("trace_dir", type=Path)
+    parser.add_argument("trace_dirs", type=Path, nargs="+")
     parser.add_argument("--spec", type=Path, default=SPEC)
-    parser.add_argument("--window", type=int, help="a windowed run's sinks + window tokens")
+    parser.add_argument("--window", type=int, help="the windowed runs' sinks + window tokens")
+    parser.add_argument("--windowed", type=Path, nargs="*", default=[],
+                        help="trace directories of windowed runs (a duplex ramp), fitted with the others")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     spec = load_spec(str(args.spec))
     fits = {}
     for kind, stage in spec.stages.items():
-        path = args.trace_dir / f"{kind}.jsonl"
-        steps = traced_steps(path) if path.exists() else []
+        steps = ([(step, None) for step in stage_steps(args.trace_dirs, kind)]
+                 + [(step, args.window) for step in stage_steps(args.windowed, kind)])
         if len(steps) < len(KNOBS):
             print(f"# {kind}: {len(steps)} traced steps, too few to fit; kept as the spec has it")
             continue
-        fits[kind] = fit_stage(kind, steps, stage.model, spec.devices[stage.devices[0]], args.window)
+        fits[kind] = fit_stage(kind, steps, stage.model, spec.devices[stage.devices[0]])
     for kind, fit in fits.items():
         print(f"  {kind}:  # {fit['steps']} steps, mean {fit['step_mean_ms']} ms, median |error| "
               f"{fit['abs_error_p50_ms']} ms, busy {fit['measured_s']} s measured / {fit['predicted_s']} s fitted, "
               f"roofline {fit['roofline_share']:.0%} of it")
-        for name in KNOBS:
+        for name in (*KNOBS, JITTER):
             print(f"    {name}: {fit[name]}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"trace_dir": str(args.trace_dir), "spec": str(args.spec),
+        args.out.write_text(json.dumps({"trace_dirs": [str(d) for d in (*args.trace_dirs, *args.windowed)],
+                                        "spec": str(args.spec),
                                         "fits": fits}, indent=2))
 
 

@@ -38,7 +38,7 @@ class SimulatedPlacement(Placement):
             engine = build_simulated_engine(
                 spec, stage.model, stage.priced_on(self.devices[device]),
                 lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, boards[device],
-                lambda: woken[0].wake())
+                lambda: woken[0].wake(), stage.jitter)
             lock = locks[device] if self.devices[device].stages_take_turns else asyncio.Lock()
             woken.append(VirtualEngine(engine, lock))
             self.engines[spec.name] = woken[0]

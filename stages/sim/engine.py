@@ -27,15 +27,19 @@ FILLER_WORD = " the"  # every token a simulated thinker generates
 @dataclass(frozen=True)
 class SimulatedStage:
     """How one stage is simulated: the shape it is priced as, the index of the device each of its
-    replicas runs on (one replica per entry), and its own step, row and token overheads (None: the device's)."""
+    replicas runs on (one replica per entry), its own step, row and token overheads (None: the device's),
+    and `jitter`: the spread of its steps around their price (see SimulatedRunner)."""
 
     model: ModelShape
     devices: tuple[int, ...] = (0,)
     step_overhead_s: float | None = None
     row_overhead_s: float | None = None
     token_overhead_s: float | None = None
+    jitter: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.jitter < 0:
+            raise ValueError(f"{self.model.name}: jitter must be >= 0, got {self.jitter!r}")
         if not self.devices or any(device < 0 for device in self.devices):
             raise ValueError(f"{self.model.name}: devices must list a device index >= 0 per replica, "
                              f"got {list(self.devices)}")
@@ -54,9 +58,10 @@ class SimulatedStage:
 def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpec,
                            emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
                            view: InteractionView | None, board: SharedDevice | None,
-                           on_transfer_done: Callable[[], None]) -> StageEngine:
+                           on_transfer_done: Callable[[], None], jitter: float = 0.0) -> StageEngine:
     """The engine of `spec` with its KV pool shaped as `model` (bf16, no bytes: the meta device) and its
-    host tier's transfers run by the caller (`tier.worker.run_chunk`), priced at the device's link rate."""
+    host tier's transfers run by the caller (`tier.worker.run_chunk`), priced at the device's link rate; its
+    steps spread by `jitter` (seeded by the spec's name: the same run twice, the same steps)."""
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
         pool = KVPoolConfig(num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=model.num_layers,
@@ -67,7 +72,7 @@ def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpe
         kv = KVCacheManager(pool, host, spec.kv.eviction, clock, on_transfer_done, transfer_mode="inline",
                             copier_type=LinkCopier)
         residency = build_residency(spec, kv, view)
-    runner = SimulatedRunner(spec.kind, model, device, placeholders(spec), spec.window)
+    runner = SimulatedRunner(spec.kind, model, device, placeholders(spec), spec.window, jitter, spec.name)
     return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency, board), runner, emit)
 
 

@@ -3,6 +3,8 @@ placeholder of the right shape (zeros, a filler token), so the real scheduler an
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +30,9 @@ class Placeholders:
 
 
 class SimulatedRunner(ModelRunner):
-    """Executes nothing; `last_step_s` is what the plan would take on `device` (see cost_model.step_cost).
+    """Executes nothing; `last_step_s` is what the plan would take on `device` (see cost_model.step_cost),
+    times a draw of exp(N(-jitter^2 / 2, jitter^2)) with `jitter` > 0: a step's time spread around its price
+    with the price as its mean, as a real machine's steps of one shape spread; the draws are seeded by `seed`.
 
     Results: an encoder gives [frames, width] zeros; a thinker, where its request wants a sample, the
     filler token, with a zero hidden state; a talker codec frame 0; a vocoder
@@ -36,14 +40,17 @@ class SimulatedRunner(ModelRunner):
     `window`, at most its sinks and window)."""
 
     def __init__(self, kind: str, model: ModelShape, device: DeviceSpec, shapes: Placeholders,
-                 window: WindowSpec | None = None) -> None:
+                 window: WindowSpec | None = None, jitter: float = 0.0, seed: str = "") -> None:
         if kind not in SIMULATED_KINDS:
             raise ValueError(f"a {kind} stage cannot be simulated (simulated kinds: {', '.join(SIMULATED_KINDS)})")
         self.kind, self.model, self.device, self.shapes, self.window = kind, model, device, shapes, window
+        self.jitter, self._draws = jitter, random.Random(seed)
         self.last_step_s = 0.0
 
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
         self.last_step_s = step_cost(self.model, self.device, [self._cost(c) for c in plan.chunks]).seconds
+        if self.jitter:
+            self.last_step_s *= math.exp(self._draws.gauss(-self.jitter ** 2 / 2, self.jitter))
         results = {}
         for chunk in plan.chunks:
             result = self._result(chunk)

@@ -93,3 +93,10 @@ def test_a_pool_the_spec_sets_is_not_resized_to_the_device():
 
     sim = SimulatedConfig.load(None, (), load_spec(str(SPECS / "tiny-omni-cpu.yaml")))
     assert sim.config.pipeline.thinker.kv.num_blocks == 2048 == sim.config.pipeline.talker.kv.num_blocks
+
+
+def test_a_stage_takes_its_step_jitter_and_names_a_negative_one():
+    assert parse_spec(spec({"model": THINKER, "step_jitter": 0.3}), "j", "j.yaml").stages["thinker"].jitter == 0.3
+    assert parse_spec(spec({"model": THINKER}), "j", "j.yaml").stages["thinker"].jitter == 0.0
+    with pytest.raises(ConfigError, match=r"j\.yaml\.stages\.thinker\.step_jitter: must be >= 0"):
+        parse_spec(spec({"model": THINKER, "step_jitter": -0.1}), "j", "j.yaml")

@@ -85,7 +85,8 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
         stage = section.section(kind)
         stages[kind] = SimulatedStage(stage.section("model").fill(ModelShape, name=kind),
                                       _stage_devices(stage, len(devices)), _ms(stage, "step_overhead_ms"),
-                                      _ms(stage, "row_overhead_ms"), _ms(stage, "token_overhead_ms"))
+                                      _ms(stage, "row_overhead_ms"), _ms(stage, "token_overhead_ms"),
+                                      _non_negative(stage, "step_jitter"))
         stage.finish()
     section.finish()
     utilization = root.value("memory_utilization", float, 0.9)
@@ -103,6 +104,14 @@ def _ms(section: Section, key: str) -> float | None:
     if value is not None and value < 0:
         raise ConfigError(f"{section.where(key)}: must be >= 0, got {value}")
     return None if value is None else value / 1000
+
+
+def _non_negative(section: Section, key: str) -> float:
+    """An optional number >= 0 (0 if not given)."""
+    value = section.value(key, float, 0.0)
+    if value < 0:
+        raise ConfigError(f"{section.where(key)}: must be >= 0, got {value}")
+    return value
 
 
 def _stage_devices(stage: Section, count: int) -> tuple[int, ...]:
