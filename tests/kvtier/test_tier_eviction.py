@@ -1,4 +1,5 @@
-"""Eviction to the host tier: candidates, atomicity, suffix-first, policy order, pins, room for loads."""
+"""Eviction to the host tier: candidates, atomicity, suffix-first, policy order, pins, room for loads
+(just over 300 lines: one case per rule of eviction, sharing the tier harness)."""
 
 import pytest
 from tier_harness import (BLOCK, POLICIES, FakeClock, GatedCopier, expected, grow, idle, idle_threaded, make_tiered,

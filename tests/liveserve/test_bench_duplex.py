@@ -1,4 +1,5 @@
-"""`liveserve bench duplex`: its figures on synthetic logs, its options, its server config."""
+"""`liveserve bench duplex`: its figures on synthetic logs, its options, its server config (over 300
+lines: each figure of the result is checked on a log made for it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Turns end to end on real engine threads with a tiny model."""
+"""Turns end to end on real engine threads with a tiny model (over 300 lines: the turn's whole life,
+from context edits to cancellation, on one real pipeline fixture)."""
 
 from __future__ import annotations
 

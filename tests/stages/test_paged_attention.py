@@ -1,3 +1,6 @@
+"""Paged attention against dense attention over the same KV: the batched path, the decode kernel (its build
+and threads), and greedy runs through the scheduler (just over 300 lines: one module for the attention)."""
+
 import math
 
 import pytest

@@ -1,4 +1,5 @@
-"""The urgency policy: classes U0/U1/U2, utility order, holding past P_max, fallbacks; and fcfs on the same scenes."""
+"""The urgency policy: classes U0/U1/U2, utility order, holding past P_max, fallbacks; and fcfs on the same scenes
+(over 300 lines: one scene per rule of the policy, each also played under fcfs)."""
 
 import math
 
