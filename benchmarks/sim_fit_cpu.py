@@ -97,6 +97,8 @@ def main() -> None:
                         help="trace directories of windowed runs (a duplex ramp), fitted with the others")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.windowed and args.window is None:
+        parser.error("--windowed needs --window (the runs' sinks + window tokens)")
     spec = load_spec(str(args.spec))
     fits = {}
     for kind, stage in spec.stages.items():

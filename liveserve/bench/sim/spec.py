@@ -100,16 +100,14 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
 
 def _ms(section: Section, key: str) -> float | None:
     """An optional non-negative duration in ms, as seconds."""
-    value = section.value(key, float, None)
-    if value is not None and value < 0:
-        raise ConfigError(f"{section.where(key)}: must be >= 0, got {value}")
+    value = _non_negative(section, key, None)
     return None if value is None else value / 1000
 
 
-def _non_negative(section: Section, key: str) -> float:
-    """An optional number >= 0 (0 if not given)."""
-    value = section.value(key, float, 0.0)
-    if value < 0:
+def _non_negative(section: Section, key: str, default: float | None = 0.0) -> float | None:
+    """An optional number >= 0 (`default` if not given)."""
+    value = section.value(key, float, default)
+    if value is not None and value < 0:
         raise ConfigError(f"{section.where(key)}: must be >= 0, got {value}")
     return value
 
