@@ -6,10 +6,11 @@ response's audio TTFP (end of the user's turn -> first audio sent) into stage by
 
 Per response, from the end of the user's turn t0 (all clock times are time.monotonic, shared by
 the server's processes):
-- thinker: first step computing the session's context after t0, and its end (the reply's
-  first tokens come out of the first decode step);
-- talker, vocoder: when the turn's request first had work (`ready`), its first step's start
-  (`wait`: queued that long) and end (its first output);
+- thinker: when the turn's request first had work after t0 (`ready`: the ASR's final, for a voice
+  agent), its first step computing the session's context, and that step's end (the reply's first
+  tokens come out of the first decode step);
+- talker, vocoder (an omni model) or tts (a voice agent): when the turn's request first had work
+  (`ready`), its first step's start (`wait`: queued that long) and end (its first output);
 - first_audio: the server sent the first audio delta.
 Each figure is printed as p50 / p90 in ms over the responses that produced audio, and what
 the stage computed while the turn's request queued (other requests in those steps).
@@ -23,7 +24,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-STAGES = ("encoder", "thinker", "talker", "vocoder")
+STAGES = ("encoder", "asr", "thinker", "talker", "vocoder", "tts")
+SPEECH = ("talker", "vocoder", "tts")  # the stages after the thinker, in order, of either graph
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -60,11 +62,15 @@ def breakdown(response: dict, stages: dict[str, StageTimeline]) -> dict[str, flo
     """The response's waits in ms after its turn ended (None without audio or without a trace of it)."""
     t0, figures, requests = response["turn_end"], {}, response["requests"]
     thinker = stages["thinker"].first_run(requests["thinker"], t0)
-    if response["first_audio"] is None or thinker is None or "talker" not in requests:
+    speech = [kind for kind in SPEECH if kind in requests]
+    if response["first_audio"] is None or thinker is None or not speech:
         return None
+    thinker_ready = stages["thinker"].first_ready(requests["thinker"], t0)
+    if thinker_ready is not None:
+        figures["thinker_ready"] = 1000 * (thinker_ready - t0)
     figures["thinker_start"] = 1000 * (thinker["t"] - t0)
     figures["thinker_first_out"] = 1000 * (thinker["t"] + thinker["dt"] - t0)
-    for kind in ("talker", "vocoder"):
+    for kind in speech:
         request_id = requests[kind]
         ready, first = stages[kind].first_ready(request_id, t0), stages[kind].first_run(request_id, t0)
         if ready is None or first is None:

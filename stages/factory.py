@@ -141,12 +141,13 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
         ModelFolder(spec.folder).check_shape(spec.model)
     folder = spec.folder or hf_folder(spec.gguf, spec.vllm.cache_dir)
     policy = make_policy(spec.scheduler, view, None, device) if spec.scheduler.policy != "fcfs" else None
-    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed, ordered=policy is not None)
+    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed)
     if policy is not None:
         vllm_api.order_by(engine, policy, clock)
     if spec.vllm.offload.eviction == "next_use" and view is not None:
         vllm_api.evict_by_next_use(vllm_api.scheduler_of(engine), view.next_use)
-    return VllmThinkerEngine(spec.name, engine, emit, policy)
+    trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
+    return VllmThinkerEngine(spec.name, engine, emit, policy, clock, trace)
 
 
 def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:

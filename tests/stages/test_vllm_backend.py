@@ -3,10 +3,12 @@ native thinker does: two greedy turns of one session through a stage process of 
 the native engine's tokens, on the same weights (SmolLM2-135M-Instruct's GGUF file: dequantized to float32
 by the native loader, converted into vLLM's HF folder from the same tensors), ordered by vLLM's own fcfs or
 by LiveServe's urgency policy inside vLLM's scheduler, which reads the playback board the orchestrator
-publishes: a reply far ahead of its listener is held until playback brings it back under p_max."""
+publishes: a reply far ahead of its listener is held until playback brings it back under p_max. The stage's
+step trace has a step for every token, by LiveServe's request id."""
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from dataclasses import replace
@@ -131,10 +133,11 @@ def native(specs):
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "urgency"])
-def test_greedy_turns_on_vllm_give_the_native_thinkers_tokens(specs, native, policy):
+def test_greedy_turns_on_vllm_give_the_native_thinkers_tokens(specs, native, policy, tmp_path):
     tokenizer, stop_ids, expected = native
     params = UrgencyParams() if policy == "urgency" else None
-    on_vllm = replace(specs[1], scheduler=replace(specs[1].scheduler, policy=policy, params=params))
+    on_vllm = replace(specs[1], scheduler=replace(specs[1].scheduler, policy=policy, params=params),
+                      trace_path=tmp_path / "thinker.jsonl")
 
     got, turn2_wait_s, status = vllm_replies(on_vllm, tokenizer, stop_ids, Telemetry())
 
@@ -146,3 +149,7 @@ def test_greedy_turns_on_vllm_give_the_native_thinkers_tokens(specs, native, pol
         assert turn2_wait_s >= AHEAD_S - UrgencyParams().p_max_ms / 1000 - 0.05
     else:  # vLLM's own scheduler: no policy, no hold
         assert status.policy_counters == {}
+    steps = [json.loads(line) for line in on_vllm.trace_path.read_text().splitlines()]
+    assert [step["ready"] for step in steps if step["ready"]] == [["s1"], ["s1"]]  # a generation a turn
+    assert sum(1 for step in steps for request_id, _ in step["run"] if request_id == "s1") == sum(map(len, got))
+    assert status.num_preemptions == 0

@@ -55,3 +55,11 @@ def test_work_ahead_yields_while_a_new_turn_waits_for_first_audio_and_resumes_on
 def test_the_waiting_queue_is_rekeyed_so_a_new_turn_is_admitted_before_a_reply_already_playing(scenes):
     assert steps(scenes, "waiting_order", "fcfs", "scheduled") == [["resumed"]]
     assert steps(scenes, "waiting_order", "urgency", "scheduled") == [["new"]]
+
+
+def test_the_scheduler_records_each_step_as_it_was_scheduled_and_counts_preemptions(scenes):
+    for scene in scenes.values():
+        for policy_steps in scene.values():
+            assert [s["recorded"] for s in policy_steps] == [[s["scheduled"], s["preempted"]] for s in policy_steps]
+    assert [s["num_preemptions"] for s in scenes["preemption"]["fcfs"]] == [0, 1]
+    assert [s["num_preemptions"] for s in scenes["preemption"]["urgency"]] == [0, 1]

