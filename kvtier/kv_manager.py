@@ -83,6 +83,10 @@ class KVCacheManager:
             self.pool, self.cache, host, policy, clock, transfer_mode, on_transfer_done, copier_type)
 
     @property
+    def num_blocks(self) -> int:
+        return self.pool.num_blocks
+
+    @property
     def num_free_blocks(self) -> int:
         return self.pool.num_free
 

@@ -140,9 +140,10 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     if spec.folder is not None:
         ModelFolder(spec.folder).check_shape(spec.model)
     folder = spec.folder or hf_folder(spec.gguf, spec.vllm.cache_dir)
-    policy = make_policy(spec.scheduler, view, None, device) if spec.scheduler.policy != "fcfs" else None
     engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed)
-    if policy is not None:
+    policy = None
+    if spec.scheduler.policy != "fcfs":
+        policy = make_policy(spec.scheduler, view, vllm_api.pool_kv(engine), device)
         vllm_api.order_by(engine, policy, clock)
     if spec.vllm.offload.eviction == "next_use" and view is not None:
         vllm_api.evict_by_next_use(vllm_api.scheduler_of(engine), view.next_use)

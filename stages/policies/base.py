@@ -10,10 +10,29 @@ from kvtier.registry import Registry
 from stages.requests.base import RequestStatus
 
 if TYPE_CHECKING:
-    from kvtier import KVCacheManager
     from stages.config import SchedulerConfig
     from stages.interaction import InteractionView
     from stages.shared_device import SharedDevice
+
+
+class PolicyKV(Protocol):
+    """What a policy reads of its stage's KV: the pool's size in blocks, the share of it in use, the blocks
+    whose KV is offloaded (what the device would take back), and the device blocks a request holds (0 for
+    one it does not know). A KVCacheManager is one; so is vLLM's block pool seen from its scheduler."""
+
+    @property
+    def num_blocks(self) -> int: ...
+
+    @property
+    def num_used_blocks(self) -> int: ...
+
+    @property
+    def occupancy(self) -> float: ...
+
+    @property
+    def num_offloaded_blocks_total(self) -> int: ...
+
+    def num_blocks_held(self, request_id: str) -> int: ...
 
 
 class Orderable(Protocol):
@@ -47,7 +66,7 @@ class SchedulingPolicy(ABC):
 
     A policy is built once per scheduler with its `params` (an instance of the frozen
     params class it is registered with in SCHEDULING_POLICIES) and what it may consult:
-    the stage's `InteractionView` (None: no playback telemetry), its `KVCacheManager`
+    the stage's `InteractionView` (None: no playback telemetry), its KV (`PolicyKV`)
     (None: a stage without KV) and the `SharedDevice` board of the stages computing on
     its device (None: it shares the device with no one).
 
@@ -79,7 +98,7 @@ class SchedulingPolicy(ABC):
     prefill_preempts = True
 
     def __init__(self, params: object, view: InteractionView | None = None,
-                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
+                 kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:
         self.params = params
         self.view = view
         self.kv = kv
@@ -102,7 +121,7 @@ SCHEDULING_POLICIES.add("urgency", "stages.policies.urgency:UrgencyPolicy",
 
 
 def make_policy(config: SchedulerConfig, view: InteractionView | None = None,
-                kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> SchedulingPolicy:
+                kv: PolicyKV | None = None, device: SharedDevice | None = None) -> SchedulingPolicy:
     """The policy `config.policy` names, with `config.params` (None: its defaults), for a stage with this
     telemetry, KV and device. ValueError for an unknown name or params of another policy."""
     params_class = SCHEDULING_POLICIES.params(config.policy)

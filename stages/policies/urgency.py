@@ -6,9 +6,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvtier import KVCacheManager
 from stages.interaction import InteractionView, PlaybackState
-from stages.policies.base import R, SchedulingPolicy
+from stages.policies.base import PolicyKV, R, SchedulingPolicy
 from stages.requests.base import RequestStatus
 from stages.shared_device import SharedDevice
 from stages.validation import require_number
@@ -112,7 +111,7 @@ class UrgencyPolicy(SchedulingPolicy):
     prefill_preempts = False
 
     def __init__(self, params: UrgencyParams, view: InteractionView | None = None,
-                 kv: KVCacheManager | None = None, device: SharedDevice | None = None) -> None:
+                 kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:
         super().__init__(params, view, kv, device)
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
         self.num_fallbacks = self.num_speculative = self.num_held = self.num_yielded = 0
@@ -185,7 +184,7 @@ class UrgencyPolicy(SchedulingPolicy):
         kv, share = self.kv, self.params.pace_kv_share
         if kv is None or share == math.inf:
             return True
-        return kv.num_used_blocks + kv.num_offloaded_blocks_total <= share * kv.pool.num_blocks
+        return kv.num_used_blocks + kv.num_offloaded_blocks_total <= share * kv.num_blocks
 
     def _report(self, waiting_here: bool) -> None:
         if self._slot is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from stages.config import SamplingParams, SchedulerConfig
 from stages.policies.base import SchedulingPolicy
 from stages.vllm_backend.args import VllmArgs, VllmOffload
+from stages.vllm_backend.pool_kv import VllmPoolKV
 from stages.vllm_backend.step_order import order_step
 
 MIB = 1 << 20
@@ -115,6 +116,19 @@ def scheduler_of(engine):
     return engine.engine_core.engine_core.scheduler
 
 
+def pool_kv(engine) -> VllmPoolKV:
+    """The engine's block pool as a policy reads a stage's KV, told of the generations holding KV every step."""
+    scheduler = scheduler_of(engine)
+    scheduler.liveserve_kv = VllmPoolKV(functools.partial(_usage, scheduler.kv_cache_manager.block_pool),
+                                        scheduler.block_size)
+    return scheduler.liveserve_kv
+
+
+def _usage(pool) -> tuple[int, int]:
+    usable = pool.num_gpu_blocks - 1  # vLLM's null block holds no KV
+    return usable - pool.get_num_free_blocks(), usable
+
+
 def order_by(engine, policy: SchedulingPolicy, clock: Callable[[], float]) -> None:
     """From the next step on, `policy` orders the engine's scheduler at `clock`'s time."""
     scheduler = scheduler_of(engine)
@@ -141,9 +155,8 @@ def num_preemptions(engine) -> int:
 
 def kv_block_counts(engine) -> tuple[int, int]:
     """(used, free) KV blocks of the engine's cache."""
-    pool = scheduler_of(engine).kv_cache_manager.block_pool
-    free = pool.get_num_free_blocks()
-    return pool.num_gpu_blocks - free, free
+    used, usable = _usage(scheduler_of(engine).kv_cache_manager.block_pool)
+    return used, usable - used
 
 
 @dataclass(frozen=True)
@@ -170,10 +183,13 @@ class PolicyOrdering:
     policy stays fcfs: they are deques). Requests the policy leaves out (held, yielding to a waiting
     listener) are taken out of the queues for the step, the running-request limits lowered by as many (their
     slots stay theirs), and put back last afterwards: held, an admitted request keeps its KV and cannot be
-    preempted. Without a policy (`liveserve_policy` None) the step is vLLM's own.
+    preempted. Without a policy (`liveserve_policy` None) the step is vLLM's own. With `liveserve_kv` (the
+    pool the policy reads: its KV-pressure term and `pace_kv_share`), it is told first which generations hold
+    KV and how much.
     """
 
     liveserve_policy: SchedulingPolicy | None = None
+    liveserve_kv: VllmPoolKV | None = None
     policy_clock: Callable[[], float] = time.monotonic
     last_step = StepRecord({}, ())
     num_preemptions = 0
@@ -190,6 +206,8 @@ class PolicyOrdering:
         if self.liveserve_policy is None:
             return super().schedule(*args, **kwargs)
         queues = (self.kv_holding_waiting, self.waiting)
+        if self.liveserve_kv is not None:
+            self.liveserve_kv.observe((_owner(r), r.num_computed_tokens) for r in self.running)
         order = order_step(self.liveserve_policy, self.running, [r for queue in queues for r in queue],
                            _describe, self.policy_clock())
         self.running[:] = order.running

@@ -63,3 +63,15 @@ def test_the_scheduler_records_each_step_as_it_was_scheduled_and_counts_preempti
             assert [s["recorded"] for s in policy_steps] == [[s["scheduled"], s["preempted"]] for s in policy_steps]
     assert [s["num_preemptions"] for s in scenes["preemption"]["fcfs"]] == [0, 1]
     assert [s["num_preemptions"] for s in scenes["preemption"]["urgency"]] == [0, 1]
+
+
+def test_among_replies_equally_ahead_the_one_holding_more_of_vllms_pool_goes_first(scenes):
+    # U2's KV-pressure term, read from vLLM's block pool: "big" holds 3 blocks, "small" 1.
+    assert steps(scenes, "pool_pressure_order", "urgency", "running")[1] == ["big", "small"]
+    assert steps(scenes, "pool_pressure_order", "fcfs", "running")[1] == ["small", "big"]
+
+
+def test_past_pace_kv_share_of_vllms_pool_a_reply_far_ahead_is_not_held(scenes):
+    # Paced replies keep their KV active: once the pool is fuller than pace_kv_share, replies run to the end.
+    assert steps(scenes, "hold_in_a_full_pool", "urgency", "scheduled")[1] == ["far", "near"]
+    assert steps(scenes, "hold", "urgency", "scheduled")[1] == ["near", "new"]  # the same reply held in a roomy pool

@@ -6,6 +6,7 @@ of each step (its `last_step` and `num_preemptions`: the stage's trace and statu
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ from stages.policies import make_policy  # noqa: E402
 from stages.policies.urgency import UrgencyParams  # noqa: E402
 from stages.vllm_backend import vllm_api  # noqa: E402
 from stages.vllm_backend.hf_folder import llama_config  # noqa: E402
+from stages.vllm_backend.pool_kv import VllmPoolKV  # noqa: E402
 from stages.models.decoder_config import DecoderConfig  # noqa: E402
 
 BLOCK = 32
@@ -56,8 +58,10 @@ def write_model_folder(folder: Path) -> None:
     (folder / "config.json").write_text(json.dumps(llama_config(config)))
 
 
-def scheduler(max_num_seqs: int, num_blocks: int, states: dict[str, PlaybackState], ordered: bool):
-    """vLLM's Scheduler as EngineCore builds it; `ordered`: by urgency over `states` (else vLLM's own fcfs)."""
+def scheduler(max_num_seqs: int, num_blocks: int, states: dict[str, PlaybackState], ordered: bool,
+              params: UrgencyParams = UrgencyParams()):
+    """vLLM's Scheduler as EngineCore builds it; `ordered`: by urgency (`params`) over `states`, reading the
+    pool as the stage does (else vLLM's own fcfs)."""
     config = EngineArgs(model=MODEL_FOLDER, skip_tokenizer_init=True, dtype="float32", max_model_len=1024,
                         block_size=BLOCK, max_num_seqs=max_num_seqs, max_num_batched_tokens=1024,
                         enable_prefix_caching=False, enforce_eager=True, distributed_executor_backend="uni",
@@ -69,7 +73,9 @@ def scheduler(max_num_seqs: int, num_blocks: int, states: dict[str, PlaybackStat
         vllm_config=config, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(config),
         block_size=BLOCK)
     if ordered:
-        policy = make_policy(SchedulerConfig(policy="urgency", params=UrgencyParams()), View(states))
+        kv = VllmPoolKV(functools.partial(vllm_api._usage, built.kv_cache_manager.block_pool), BLOCK)
+        built.liveserve_kv = kv
+        policy = make_policy(SchedulerConfig(policy="urgency", params=params), View(states), kv)
         built.policy_clock, built.liveserve_policy = (lambda: NOW), policy
     return built
 
@@ -139,6 +145,27 @@ def yielding(ordered: bool) -> list[dict]:
     return [first, *waiting_for_first_audio, step(sched)]
 
 
+def pool_pressure_order(ordered: bool) -> list[dict]:
+    """Two replies equally far ahead; the one that arrived second holds three times the KV."""
+    states = {"small": playing(600), "big": playing(600)}
+    sched = scheduler(max_num_seqs=4, num_blocks=64, states=states, ordered=ordered)
+    add(sched, "small", 1.0)
+    add(sched, "big", 2.0, prompt_len=3 * BLOCK)
+    return [step(sched), step(sched)]
+
+
+def hold_in_a_full_pool(ordered: bool) -> list[dict]:
+    """As `hold`, in a pool half used once both replies run (4 of 8 blocks), past urgency's pace_kv_share."""
+    states = {"far": playing(600), "near": playing(600)}
+    sched = scheduler(max_num_seqs=4, num_blocks=9, states=states, ordered=ordered,
+                      params=UrgencyParams(pace_kv_share=0.25))
+    add(sched, "far", 1.0, prompt_len=3 * BLOCK)
+    add(sched, "near", 2.0)
+    first = step(sched)
+    states["far"] = playing(2500)
+    return [first, step(sched)]
+
+
 def waiting_order(ordered: bool) -> list[dict]:
     """One slot, two waiting generations: a resumed reply already playing, then a new turn."""
     states = {"resumed": playing(800), "new": NOT_STARTED}
@@ -148,7 +175,8 @@ def waiting_order(ordered: bool) -> list[dict]:
     return [step(sched)]
 
 
-SCENES = {scene.__name__: scene for scene in (preemption, hold, held_slot, yielding, waiting_order)}
+SCENES = {scene.__name__: scene for scene in (preemption, hold, held_slot, yielding, waiting_order,
+                                              pool_pressure_order, hold_in_a_full_pool)}
 
 
 def main(names: list[str]) -> None:
