@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from config_variant import write_variant
+from liveserve.cli import main
 from liveserve.config import LAB_CONFIG
 from liveserve.realtime_client.clips import clip_path
 
@@ -54,7 +55,8 @@ def test_other_sample_rates_are_resampled(tmp_path, rate):
     assert json.loads(result.stdout)["text_tokens"] <= 2
 
 
-def test_bad_inputs_get_one_clear_line(tmp_path):
+def bad_inputs(tmp_path: Path) -> list[tuple[tuple[str, ...], str]]:
+    """Each bad command line, with what its one line of error names; `serve` comes last."""
     not_wav = tmp_path / "notes.wav"
     not_wav.write_text("this is not audio")
     empty = write_pcm16(tmp_path / "empty.wav", np.zeros(0), 24000)
@@ -62,7 +64,7 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
     bad_config.write_text("model:\n  thinker:\n    num_heads: 5\n")
     no_weights = write_variant(tmp_path, lambda d: d["model"].update(checkpoint=str(tmp_path)))  # no files there
     out = str(tmp_path / "o.wav")
-    cases = [
+    return [
         (("run", "--audio", str(tmp_path / "missing.wav"), "--out", out), "audio file not found"),
         (("run", "--audio", str(not_wav), "--out", out), "unreadable WAV"),
         (("run", "--audio", str(empty), "--out", out), "contains no audio"),
@@ -74,13 +76,25 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
          "model.checkpoint: checkpoint not found: "),
         (("serve", "--config", str(no_weights)), "model.checkpoint: checkpoint not found: "),
     ]
-    for args, message in cases:
-        result = liveserve(*args)
-        assert result.returncode == 2, (args, result.stderr)
-        assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_pipeline_that_only_writes_runs_without_out_and_refuses_one(tmp_path):
+def assert_one_clear_line(args: tuple[str, ...], status: int, stderr: str, message: str) -> None:
+    assert status == 2, (args, stderr)
+    assert message in stderr and "Traceback" not in stderr
+
+
+def test_bad_inputs_get_one_clear_line(tmp_path, capsys):
+    """The `liveserve` process answers `serve`'s bad input (in a process of its own: serving, were the check
+    gone); `main`, which that process runs, answers the others here, saving a process start per input."""
+    *in_process, (serve_args, serve_message) = bad_inputs(tmp_path)
+    served = liveserve(*serve_args)
+    assert_one_clear_line(serve_args, served.returncode, served.stderr, serve_message)
+    for args, message in in_process:
+        status = main(list(args))
+        assert_one_clear_line(args, status, capsys.readouterr().err, message)
+
+
+def test_a_pipeline_that_only_writes_runs_without_out_and_refuses_one(tmp_path, capsys):
     def text_only(data):
         data["graph"] = []
         for kind in ("encoder", "talker", "vocoder"):
@@ -91,8 +105,8 @@ def test_a_pipeline_that_only_writes_runs_without_out_and_refuses_one(tmp_path):
     summary = json.loads(result.stdout)
     assert 1 <= summary["text_tokens"] <= 4 and summary["text_ttft_ms"] > 0
     assert (summary["audio_s"], summary["audio_ttfp_ms"], summary["codec_frames"]) == (0.0, None, 0)
-    refused = liveserve("run", "--text", "hi", "--config", config, "--out", str(tmp_path / "o.wav"))
-    assert refused.returncode == 2 and "--out: this pipeline makes no audio" in refused.stderr
+    refused = main(["run", "--text", "hi", "--config", config, "--out", str(tmp_path / "o.wav")])
+    assert refused == 2 and "--out: this pipeline makes no audio" in capsys.readouterr().err
     assert not (tmp_path / "o.wav").exists()
 
 
@@ -111,13 +125,19 @@ def test_the_serving_commands_never_import_the_benchmarks():
     assert result.stdout.splitlines() == ["[]", "True"]  # none, until the bench's own parser is built
 
 
-def test_bench_help_is_its_own_parser_and_lists_every_benchmark():
-    listed = liveserve("--help")
-    assert listed.returncode == 0 and "bench" in listed.stdout
-    bench = liveserve("bench", "--help")
-    assert bench.returncode == 0 and "usage: liveserve bench" in bench.stdout
-    assert all(name in bench.stdout for name in ("engine", "replay", "sweep", "duplex"))
-    replay = liveserve("bench", "replay", "--help")
-    assert replay.returncode == 0 and "--set KEY.PATH=VALUE" in replay.stdout
-    nothing = liveserve("bench")
+def help_text(capsys, *args: str) -> str:
+    """What `liveserve ARGS... --help` prints, asked of `main` in this process (argparse exits 0 after it)."""
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_bench_help_is_its_own_parser_and_lists_every_benchmark(capsys):
+    assert "bench" in help_text(capsys)
+    bench = help_text(capsys, "bench")
+    assert "usage: liveserve bench" in bench
+    assert all(name in bench for name in ("engine", "replay", "sweep", "duplex"))
+    assert "--set KEY.PATH=VALUE" in help_text(capsys, "bench", "replay")
+    nothing = liveserve("bench")  # the command line itself, once
     assert nothing.returncode == 2 and "usage: liveserve bench" in nothing.stdout
