@@ -41,8 +41,9 @@ class TokensOut:
 
 def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int):
     """vLLM's LLMEngine over the HF folder `model_dir`, its engine core (an OrderedScheduler, to be given a
-    policy with `order_by` or left to vLLM's order) in this process, taking token ids (no tokenizer). On GPUs with tensor parallelism the workers are processes of vLLM's own (the mp executor;
-    not run yet: this build has no GPU); otherwise the one worker is this process."""
+    policy with `order_by` or left to vLLM's order) in this process, taking token ids (no tokenizer). On GPUs
+    with tensor parallelism the workers are processes of vLLM's own (the mp executor; not run yet: this build
+    has no GPU); otherwise the one worker is this process."""
     os.environ.update(IN_PROCESS_ENV)
     from vllm.v1.engine.llm_engine import LLMEngine
 
