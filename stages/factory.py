@@ -143,7 +143,7 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed)
     policy = None
     if spec.scheduler.policy != "fcfs":
-        policy = make_policy(spec.scheduler, view, vllm_api.pool_kv(engine), device)
+        policy = make_policy(spec.scheduler, view, vllm_api.pool_kv(vllm_api.scheduler_of(engine)), device)
         vllm_api.order_by(engine, policy, clock)
     if spec.vllm.offload.eviction == "next_use" and view is not None:
         vllm_api.evict_by_next_use(vllm_api.scheduler_of(engine), view.next_use)

@@ -117,9 +117,9 @@ def scheduler_of(engine):
     return engine.engine_core.engine_core.scheduler
 
 
-def pool_kv(engine) -> VllmPoolKV:
-    """The engine's block pool as a policy reads a stage's KV, told of the generations holding KV every step."""
-    scheduler = scheduler_of(engine)
+def pool_kv(scheduler) -> VllmPoolKV:
+    """The scheduler's block pool as a policy reads a stage's KV, told of the generations holding KV every step
+    (an OrderedScheduler's)."""
     scheduler.liveserve_kv = VllmPoolKV(functools.partial(_usage, scheduler.kv_cache_manager.block_pool),
                                         scheduler.block_size)
     return scheduler.liveserve_kv

@@ -6,7 +6,6 @@ of each step (its `last_step` and `num_preemptions`: the stage's trace and statu
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -30,7 +29,6 @@ from stages.policies import make_policy  # noqa: E402
 from stages.policies.urgency import UrgencyParams  # noqa: E402
 from stages.vllm_backend import vllm_api  # noqa: E402
 from stages.vllm_backend.hf_folder import llama_config  # noqa: E402
-from stages.vllm_backend.pool_kv import VllmPoolKV  # noqa: E402
 from stages.models.decoder_config import DecoderConfig  # noqa: E402
 
 BLOCK = 32
@@ -73,9 +71,7 @@ def scheduler(max_num_seqs: int, num_blocks: int, states: dict[str, PlaybackStat
         vllm_config=config, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(config),
         block_size=BLOCK)
     if ordered:
-        kv = VllmPoolKV(functools.partial(vllm_api._usage, built.kv_cache_manager.block_pool), BLOCK)
-        built.liveserve_kv = kv
-        policy = make_policy(SchedulerConfig(policy="urgency", params=params), View(states), kv)
+        policy = make_policy(SchedulerConfig(policy="urgency", params=params), View(states), vllm_api.pool_kv(built))
         built.policy_clock, built.liveserve_policy = (lambda: NOW), policy
     return built
 
