@@ -145,8 +145,6 @@ class InteractionController:
             self._speech = None
             self.listener(SpeechEnded(event.audio_end_ms, item_id))
             heard, self._heard = self._heard, None  # it heard this speech from its start
-            if heard is not None:
-                heard.append(None, close=True)
             self._commit(self.buffer.take(from_ms=start_ms), item_id, heard)
             if turn_taking.create_response:
                 self._respond()
@@ -165,7 +163,11 @@ class InteractionController:
             self.start_response(self.response_defaults, self.clock())
 
     def _commit(self, audio: np.ndarray, item_id: str, heard: Transcription | None = None) -> None:
+        """The commit is reported before `heard` closes: closing may give its final transcript at once,
+        and that fills the committed item."""
         self.listener(AudioCommitted(item_id))
+        if heard is not None:
+            heard.append(None, close=True)
         self.add_user_item(item_id, audio, "", heard)
 
     # conversation items

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 
 import pytest
 
 from interaction_harness import InteractionHarness
+from orchestrator.stage_graph import Edge, StageGraph
 from stages.commands import AbortRequest, AppendInput, StopGeneration
+from stages.config import SchedulerConfig
+from stages.kinds import StageKind
+from stages.models.asr_whisper import WhisperConfig
+from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
+from stages.requests.asr import Transcript
+from stages.stage_spec import StageSpec
 from tests.orchestrator.conftest import tiny_pipeline
 
 WIDTH = 64  # the tiny thinker's hidden size (and the encoder's output)
@@ -225,3 +233,39 @@ def test_audio_routed_before_the_session_wakes_goes_out_whole_and_in_order():
     deltas, vocoder_state = run(scenario)
     assert [len(base64.b64decode(d["delta"])) // 2 for d in deltas] == [2 * FRAME, 6 * FRAME]
     assert vocoder_state.started and vocoder_state.buffer_ms(0.0) == pytest.approx(640)  # the stages heard of both
+
+
+def voice_pipeline():
+    """tiny_pipeline's thinker between scripted speech stages (asr -> thinker -> tts)."""
+    return dataclasses.replace(
+        tiny_pipeline(), encoder=None, talker=None, vocoder=None, talker_sampling=None,
+        asr=StageSpec("asr", "asr", WhisperConfig(partial_every_s=0.5), SchedulerConfig()),
+        tts=StageSpec("tts", "tts", PiperVoiceConfig(), SchedulerConfig()),
+        graph=StageGraph((Edge(StageKind.ASR, StageKind.THINKER), Edge(StageKind.THINKER, StageKind.TTS))))
+
+
+async def harnessed_voice(scenario):
+    async with InteractionHarness(voice_pipeline()) as harness:
+        return await scenario(harness)
+
+
+def test_a_final_transcript_from_the_pause_fills_the_committed_item():
+    """The pause's pass read all the speech, so closing the speech gives the final at once: the commit is
+    reported first, and the user item is done with its transcript."""
+    async def scenario(h):
+        await h.client("session.update", session={"type": "realtime", "audio": {"input": {
+            "transcription": {"model": "whisper-1"}}}})
+        await h.speak(600, then_silence_ms=300)  # the user pauses: the ASR stage transcribes what was sent
+        asr_id, = h.stages.added("asr")
+        sent = sum(len(c.data) for c in h.stages.sent("asr", AppendInput) if c.data is not None)
+        h.stages.sink("asr", [StageOutput(asr_id, Transcript("What is the capital of France?", False, sent))])
+        await h.settle()
+        await h.speak(0, then_silence_ms=400)  # the pause ends the turn
+        return h
+
+    h = asyncio.run(harnessed_voice(scenario))
+    types = h.types()
+    completed = h.of_type("conversation.item.input_audio_transcription.completed")
+    assert completed and types.index("input_audio_buffer.committed") < types.index(completed[0]["type"])
+    user_done = next(e for e in h.of_type("conversation.item.done") if e["item"]["role"] == "user")
+    assert user_done["item"]["content"] == [{"type": "input_audio", "transcript": "What is the capital of France?"}]
