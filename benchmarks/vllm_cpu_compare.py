@@ -13,6 +13,7 @@ Run from the repository root:
     python3 benchmarks/vllm_cpu_compare.py --setup        # once: benchmarks/.venv-vllm (or `make install`'s)
     python3 benchmarks/vllm_cpu_compare.py --vllm-only --json /tmp/vllm.json
     python3 benchmarks/vllm_cpu_compare.py                # both engines + ratios
+    python3 benchmarks/vllm_cpu_compare.py --rounds 2     # twice, the order swapped: medians of the ratios
 
 The default mode writes benchmarks/results/engine_vs_vllm.json.
 """
@@ -246,16 +247,41 @@ def cpu_env_in_effect() -> dict[str, str]:
 # ---------------------------------------------------------------- both engines
 
 
-def run_comparison() -> None:
+def run_comparison(rounds: int) -> None:
+    """Both engines `rounds` times, the order alternating (vLLM first in the first round): the machine's
+    drift between the two halves of a round moves its ratio, so with more than one round the ratios
+    reported are each figure's median over the rounds."""
+    reports = [compare_once(vllm_first=number % 2 == 0) for number in range(rounds)]
+    per_round = [throughput_ratios(liveserve, vllm) for liveserve, vllm in reports]
+    ratios = median_ratios(per_round)
+    print_ratio_table(ratios, f"median of {rounds} rounds" if rounds > 1 else "")
+    liveserve_report, vllm_report = reports[0]
+    payload = {"liveserve": liveserve_report, "vllm": vllm_report, "liveserve_over_vllm": ratios}
+    if rounds > 1:
+        payload["rounds"] = [{"liveserve": liveserve, "vllm": vllm, "liveserve_over_vllm": ratio}
+                             for (liveserve, vllm), ratio in zip(reports, per_round)]
+    write_json(COMBINED_RESULTS, payload)
+
+
+def compare_once(vllm_first: bool) -> tuple[dict, dict]:
+    """One round: each engine's report, the ratios printed."""
     with tempfile.TemporaryDirectory(prefix="engine-bench-") as scratch:
         vllm_json, liveserve_json = Path(scratch) / "vllm.json", Path(scratch) / "liveserve.json"
+        if not vllm_first:
+            liveserve_report = run_liveserve_benchmark(liveserve_json)
         run([sys.executable, __file__, "--vllm-only", "--json", str(vllm_json)])
         vllm_report = json.loads(vllm_json.read_text())
-        liveserve_report = run_liveserve_benchmark(liveserve_json)
-    ratios = throughput_ratios(liveserve_report, vllm_report)
-    print_ratio_table(ratios)
-    write_json(COMBINED_RESULTS, {"liveserve": liveserve_report, "vllm": vllm_report,
-                                  "liveserve_over_vllm": ratios})
+        if vllm_first:
+            liveserve_report = run_liveserve_benchmark(liveserve_json)
+    order = "vLLM first" if vllm_first else "LiveServe first"
+    print_ratio_table(throughput_ratios(liveserve_report, vllm_report), order)
+    return liveserve_report, vllm_report
+
+
+def median_ratios(per_round: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    return {batch: {metric: round(statistics.median(ratios[batch][metric] for ratios in per_round), 3)
+                    for metric in metrics}
+            for batch, metrics in per_round[0].items()}
 
 
 def run_liveserve_benchmark(json_out: Path) -> dict:
@@ -284,8 +310,8 @@ def print_throughput_table(report: dict) -> None:
         print(f"{batch:>6} {metrics['prefill_tok_s']:>14.0f} {metrics['decode_tok_s']:>13.0f}")
 
 
-def print_ratio_table(ratios: dict[str, dict[str, float]]) -> None:
-    print("\nLiveServe / vLLM")
+def print_ratio_table(ratios: dict[str, dict[str, float]], label: str = "") -> None:
+    print(f"\nLiveServe / vLLM{f' ({label})' if label else ''}")
     print(f"{'batch':>6} {'prefill':>8} {'decode':>8}")
     for batch, ratio in ratios.items():
         print(f"{batch:>6} {ratio['prefill_tok_s']:>8.2f} {ratio['decode_tok_s']:>8.2f}")
@@ -303,6 +329,8 @@ def main() -> None:
     mode.add_argument("--setup", action="store_true", help="create benchmarks/.venv-vllm (unless `make install` made .venv-vllm)")
     mode.add_argument("--vllm-only", action="store_true", help="benchmark vLLM CPU only")
     parser.add_argument("--json", type=Path, help="where --vllm-only writes its results")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="both engines this many times, the order alternating; ratios are medians over rounds")
     args = parser.parse_args()
     if args.setup:
         setup_vllm_venv()
@@ -311,8 +339,10 @@ def main() -> None:
             parser.error("--vllm-only needs --json OUT")
         reexec_in_vllm_venv()
         run_vllm_benchmark(args.json)
+    elif args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     else:
-        run_comparison()
+        run_comparison(args.rounds)
 
 
 if __name__ == "__main__":
