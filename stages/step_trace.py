@@ -28,7 +28,7 @@ class StepTrace:
         """One step's line, unless it ran, readied and preempted nothing."""
         if not run and not ready and not preempted:
             return
-        line = {"t": round(t, 6), "dt": round(dt, 6), "ready": ready, "run": [list(r) for r in run], "preempted": preempted}
+        line = {"t": round(t, 6), "dt": round(dt, 6), "ready": ready, "run": run, "preempted": preempted}
         self._file.write(json.dumps(line) + "\n")
 
     def close(self) -> None:
