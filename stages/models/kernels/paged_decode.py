@@ -7,9 +7,9 @@ position's K and V once from the cache. It is compiled with the machine's C
 compiler (-march=native: built where it runs) into a per-user cache, keyed by the
 source, the flags and the CPU's features, and loaded with ctypes, which releases
 the interpreter lock while it runs. Built with OpenMP where the compiler has it, it
-shares the (row, KV head) pairs among the calling thread's torch threads (the stage's
-`threads`), as torch's own ops do; without, it runs on one. Without a compiler, `load`
-returns None and attention gathers.
+shares the rows (or, with fewer rows than threads, the (row, KV head) pairs) among the
+calling thread's torch threads (the stage's `threads`), as torch's own ops do; without,
+it runs on one. Without a compiler, `load` returns None and attention gathers.
 """
 
 from __future__ import annotations
