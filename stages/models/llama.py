@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from stages.models.attention import paged_attention
 from stages.models.attention_batch import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
+from stages.models.kernels.layer_ops import TORCH_OPS, LayerOps
 from stages.models.packed_linear import FusedLinears, PackedLinear
 
 
 class RMSNorm(nn.Module):
+    ops: LayerOps = TORCH_OPS
+
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return self.ops.rms_norm(x, self.weight, self.eps)
 
 
 class RotaryEmbedding:
-    """Precomputed cos/sin tables of `max_position` rows; `apply` rotates [rows, heads, dim] by position.
+    """Precomputed cos/sin tables of `max_position` rows; `tables` gives the rows' angles that `LayerOps.rotate` takes.
 
     Positions beyond the tables (a windowed stream's keep counting past the model's maximum) are
     computed when asked for, not added to the tables, so memory stays bounded however long a stream runs.
@@ -45,14 +47,10 @@ class RotaryEmbedding:
             return angles.cos().float()[:, None, :], angles.sin().float()[:, None, :]
         return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
 
-    @staticmethod
-    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
-
 
 class Attention(nn.Module):
+    ops: LayerOps = TORCH_OPS
+
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
@@ -68,11 +66,13 @@ class Attention(nn.Module):
         q = q.reshape(rows, self.num_heads, self.head_dim)
         k = k.reshape(rows, self.num_kv_heads, self.head_dim)
         v = v.reshape(rows, self.num_kv_heads, self.head_dim)
-        q, k = RotaryEmbedding.apply(q, *rope), RotaryEmbedding.apply(k, *rope)
+        q, k = self.ops.rotate(q, *rope), self.ops.rotate(k, *rope)
         return self.o_proj(paged_attention(q, k, v, kv[0], kv[1], batch).reshape(rows, -1))
 
 
 class MLP(nn.Module):
+    ops: LayerOps = TORCH_OPS
+
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.gate_proj = PackedLinear(config.hidden_size, config.intermediate_size, bias=False)
@@ -82,7 +82,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(self.ops.silu_mul(gate, up))
 
 
 class DecoderLayer(nn.Module):
@@ -96,6 +96,13 @@ class DecoderLayer(nn.Module):
     def forward(self, x, rope, kv, batch: AttentionBatch) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), rope, kv, batch)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def use_layer_ops(model: nn.Module, ops: LayerOps) -> None:
+    """Every decoder layer in `model` computes its element-wise steps with `ops` from now on."""
+    for module in model.modules():
+        if isinstance(module, (RMSNorm, Attention, MLP)):
+            module.ops = ops
 
 
 class DecoderBody(nn.Module):

@@ -10,7 +10,8 @@ import torch
 from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
 from stages.models.attention_batch import build_attention_batch
-from stages.models.kernels import paged_decode
+from stages.models.kernels import layer_ops, paged_decode
+from stages.models.llama import use_layer_ops
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import TalkerRequest, ThinkerRequest
 from stages.runners.base import ModelRunner
@@ -21,7 +22,8 @@ class DecoderRunner(ModelRunner):
     """Flattens the plan's chunks (single-token chunks first, batched as decodes, shortest
     context first so that decode attention pads least), runs the decoder once, and
     samples at the last row of every chunk whose request wants a sample there.
-    With a `window`, attention sees each sequence's live blocks only (see attention).
+    With a `window`, attention sees each sequence's live blocks only (see attention). On the CPU in
+    float32 the model computes with the C kernels (models/kernels) where they build.
     Subclasses say how inputs embed and what a result is.
     """
 
@@ -34,6 +36,8 @@ class DecoderRunner(ModelRunner):
         self.kv_layers = [kv.cache.layer(i) for i in range(kv.config.num_layers)]
         on_cpu_float32 = kv.config.torch_dtype == torch.float32 and kv.config.device == "cpu"
         self.decode_kernel = paged_decode.load() if on_cpu_float32 else None
+        if on_cpu_float32:
+            use_layer_ops(model, layer_ops.load())
 
     @abstractmethod
     def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:

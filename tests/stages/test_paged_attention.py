@@ -12,7 +12,7 @@ from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.models.attention import paged_attention
 from stages.models.attention_batch import DECODE_RUN_POSITIONS, build_attention_batch
 from stages.models.decoder_config import DecoderConfig
-from stages.models.kernels import paged_decode
+from stages.models.kernels import build, paged_decode
 from stages.models.llama import LlamaForCausalLM
 from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.weights import init_deterministic
@@ -108,8 +108,27 @@ def kernel():
 @pytest.mark.parametrize("block_size", [1, 3, 4, 16])
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_decodes_read_in_place_by_the_kernel_equal_the_dense_reference(scenario, block_size, kernel):
-    out, ref, *_ = run_step(SCENARIOS[scenario], block_size, torch.float32, decode_kernel=kernel)
+    out, ref, k_cache, slots_by_seq = run_step(SCENARIOS[scenario], block_size, torch.float32, decode_kernel=kernel)
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+    for slots, k_new in slots_by_seq:  # the kernel wrote this step's keys to their slots
+        torch.testing.assert_close(k_cache.view(-1, KV_HEADS, HEAD_DIM)[slots].double(), k_new, atol=1e-6, rtol=1e-6)
+
+
+def test_the_kernel_reads_and_writes_the_columns_of_a_fused_projection_in_place(kernel):
+    gen = torch.Generator().manual_seed(9)
+    heads, kv_heads, dim, block_size = 6, 2, 64, 16
+    q, k, v = torch.randn(3, (heads + 2 * kv_heads) * dim, generator=gen).split(
+        [heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
+    q, k, v = q.reshape(3, heads, dim), k.reshape(3, kv_heads, dim), v.reshape(3, kv_heads, dim)
+    table, lengths, slots = torch.tensor([[0, 1], [2, 3], [4, 5]]), torch.tensor([20, 1, 32]), torch.tensor([19, 32, 95])
+    outs = []
+    for qs, ks, vs in ((q, k, v), (q.contiguous(), k.contiguous(), v.contiguous())):
+        k_cache, v_cache = (torch.randn(6, block_size, kv_heads, dim, generator=torch.Generator().manual_seed(1))
+                            for _ in range(2))
+        kernel.write(ks, vs, k_cache, v_cache, slots)
+        outs.append((kernel(qs, k_cache, v_cache, table, lengths), k_cache, v_cache))
+    assert all(torch.equal(a, b) for a, b in zip(*outs))
+    assert torch.equal(outs[0][2].view(-1, kv_heads, dim)[slots], v)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128, 24])  # the kernel's two unrolled sizes, and the general loop
@@ -146,8 +165,8 @@ def test_the_kernel_shares_the_sequences_among_the_callers_torch_threads_with_th
 
 
 def test_a_compiler_without_openmp_still_builds_the_kernel(monkeypatch, tmp_path, caplog):
-    monkeypatch.setattr(paged_decode, "CACHE_DIR", tmp_path)
-    monkeypatch.setattr(paged_decode, "OPENMP", "-fno-such-option")
+    monkeypatch.setattr(build, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(build, "OPENMP", "-fno-such-option")
     loaded = paged_decode.load.__wrapped__()
     if loaded is None:
         pytest.skip("no C compiler: decode attention gathers")
@@ -179,7 +198,7 @@ def test_loading_the_kernel_leaves_the_process_floats_alone(kernel):
 
 
 def test_without_a_compiler_there_is_no_kernel_and_decoding_gathers(monkeypatch, caplog):
-    monkeypatch.setattr(paged_decode.shutil, "which", lambda name: None)
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
     assert paged_decode.load.__wrapped__() is None
     assert "no C compiler" in caplog.text
 

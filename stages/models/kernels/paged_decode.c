@@ -5,8 +5,9 @@
  * Scores of a query group are kept for the whole context (two passes: scores and
  * softmax, then the weighted sum of values).
  *
- * q, out: [rows, heads, dim]; k_cache, v_cache: [blocks, block_size, kv_heads, dim];
- * block_table: [rows, width], row r's blocks in order (entries past its length unread).
+ * q, out: [rows, heads, dim] (q's rows `q_stride` floats apart: a fused projection's columns);
+ * k_cache, v_cache: [blocks, block_size, kv_heads, dim]; block_table: [rows, width], row r's
+ * blocks in order (entries past its length unread).
  *
  * With OpenMP (built with -fopenmp), the work is shared among `threads` threads, each
  * with its own score buffer; the loader then reuses the OpenMP runtime torch has loaded
@@ -17,6 +18,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "fast_exp.h"
 #ifdef _OPENMP
 #include <omp.h>
 #define THREAD_INDEX omp_get_thread_num()
@@ -28,16 +32,6 @@ static inline float dot(const float *restrict a, const float *restrict b, int64_
     float acc = 0.0f;
     for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
     return acc;
-}
-
-/* e^x for x <= 0, within 2.5 ulp (x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor series to r^7):
- * written so that the compiler vectorizes the softmax loop, which calls libm's expf one score at a time. */
-static inline float exp_nonpositive(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    float n = floorf(x * 1.44269504f + 0.5f), r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
-    float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
-    return e * scale.f;
 }
 
 /* Loops over positions p < length in order; slot is p's row in the cache (block by block: no division). */
@@ -60,7 +54,7 @@ static inline __attribute__((always_inline)) void attend(const float *q, const f
     for (int64_t j = 0; j < queries; j++) {
         float *s = scores + j * length, top = -INFINITY, sum = 0.0f;
         for (int64_t p = 0; p < length; p++) top = s[p] > top ? s[p] : top;
-        for (int64_t p = 0; p < length; p++) sum += (s[p] = exp_nonpositive(s[p] - top));
+        for (int64_t p = 0; p < length; p++) sum += (s[p] = exp_clamped(s[p] - top));
         for (int64_t p = 0; p < length; p++) s[p] /= sum;
         for (int64_t d = 0; d < dim; d++) out[j * dim + d] = 0.0f;
     }
@@ -74,7 +68,16 @@ static inline __attribute__((always_inline)) void attend(const float *q, const f
     }
 }
 
-int paged_decode(const float *q, const float *k_cache, const float *v_cache, const int64_t *block_table,
+/* Rows of new keys and values (`width` floats each, `k_stride` and `v_stride` apart) into their slots. */
+void write_slots(const float *k, int64_t k_stride, const float *v, int64_t v_stride, const int64_t *slots,
+                 int64_t rows, int64_t width, float *k_cache, float *v_cache) {
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy(k_cache + slots[r] * width, k + r * k_stride, sizeof(float) * width);
+        memcpy(v_cache + slots[r] * width, v + r * v_stride, sizeof(float) * width);
+    }
+}
+
+int paged_decode(const float *q, int64_t q_stride, const float *k_cache, const float *v_cache, const int64_t *block_table,
                  const int64_t *lengths, int64_t rows, int64_t width, int64_t heads, int64_t kv_heads,
                  int64_t dim, int64_t block_size, float scale, int64_t threads, float *out) {
     int64_t group = heads / kv_heads, longest = 1;
@@ -88,18 +91,18 @@ int paged_decode(const float *q, const float *k_cache, const float *v_cache, con
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
     for (int64_t unit = 0; unit < units; unit++) {
         int64_t r = unit / per_row, h = unit % per_row * span;
-        int64_t first = (r * heads + h * group) * dim;
+        int64_t first = (r * heads + h * group) * dim, q_first = r * q_stride + h * group * dim;
         const int64_t *blocks = block_table + r * width;
         float *mine = scores + per_thread * THREAD_INDEX;
         /* A constant head size lets the compiler unroll the dot products: a quarter faster at 64. */
         if (dim == 64)
-            attend(q + first, k_cache, v_cache, blocks, lengths[r], group, kv_heads, h, span, 64, block_size,
+            attend(q + q_first, k_cache, v_cache, blocks, lengths[r], group, kv_heads, h, span, 64, block_size,
                    scale, mine, out + first);
         else if (dim == 128)
-            attend(q + first, k_cache, v_cache, blocks, lengths[r], group, kv_heads, h, span, 128, block_size,
+            attend(q + q_first, k_cache, v_cache, blocks, lengths[r], group, kv_heads, h, span, 128, block_size,
                    scale, mine, out + first);
         else
-            attend(q + first, k_cache, v_cache, blocks, lengths[r], group, kv_heads, h, span, dim, block_size,
+            attend(q + q_first, k_cache, v_cache, blocks, lengths[r], group, kv_heads, h, span, dim, block_size,
                    scale, mine, out + first);
     }
     free(scores);
