@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-KERNELS_DIR = Path(__file__).parent
 # -ffast-math's parts, not the flag: with it gcc links crtfastmath.o, which flushes denormals to zero in
 # the whole process that loads the library (every torch op, not just the kernels).
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fno-signed-zeros", "-fassociative-math",
