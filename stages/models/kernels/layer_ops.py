@@ -66,7 +66,7 @@ class CLayerOps(LayerOps):
             fn.restype = None
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        rows = _rows(x.reshape(-1, x.shape[-1]))
+        rows = _float32(contiguous_rows(x.reshape(-1, x.shape[-1])))
         weight = _float32(weight).contiguous()
         out = torch.empty(x.shape, dtype=x.dtype)
         self._rms_norm(rows.data_ptr(), rows.stride(0), weight.data_ptr(), rows.shape[0], rows.shape[1], eps,
@@ -75,8 +75,7 @@ class CLayerOps(LayerOps):
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         rows, heads, dim = x.shape
-        if x.stride(2) != 1 or x.stride(1) != dim:
-            x = x.contiguous()
+        x = contiguous_rows(x)
         if cos.numel() != rows * dim or sin.numel() != rows * dim:
             raise ValueError(f"rotating {rows} rows of {dim} needs angles [{rows}, 1, {dim}], got {tuple(cos.shape)}")
         cos, sin = _float32(cos).contiguous(), _float32(sin).contiguous()
@@ -85,7 +84,7 @@ class CLayerOps(LayerOps):
         return x
 
     def silu_mul(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-        gate, up = _rows(gate), _rows(up)
+        gate, up = _float32(contiguous_rows(gate)), _float32(contiguous_rows(up))
         if gate.stride(0) != up.stride(0):
             gate, up = gate.contiguous(), up.contiguous()
         out = torch.empty(gate.shape, dtype=gate.dtype)
@@ -100,9 +99,15 @@ def _float32(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """x [rows, size] with contiguous rows (copied if they are not)."""
-    return _float32(x) if x.stride(-1) == 1 else x.contiguous()
+def contiguous_rows(x: torch.Tensor) -> torch.Tensor:
+    """x with each row (all but the first dimension) contiguous, rows any stride apart: as it is when so
+    (a fused projection's columns), else copied."""
+    expected = 1
+    for size, stride in zip(reversed(x.shape[1:]), reversed(x.stride()[1:])):
+        if size != 1 and stride != expected:
+            return x.contiguous()
+        expected *= size
+    return x
 
 
 TORCH_OPS = TorchLayerOps()

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from stages.models.kernels.build import load_library
+from stages.models.kernels.layer_ops import contiguous_rows
 
 SOURCE = Path(__file__).with_name("paged_decode.c")
 
@@ -40,7 +41,7 @@ class PagedDecode:
                  lengths: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         _check_float32(q, k_cache)
         rows, heads, dim = q.shape
-        q = _strided_rows(q)
+        q = contiguous_rows(q)
         out = torch.empty(q.shape, dtype=q.dtype) if out is None else out
         status = self._decode(q.data_ptr(), q.stride(0), k_cache.data_ptr(), v_cache.data_ptr(),
                               block_table.data_ptr(), lengths.data_ptr(), rows, block_table.shape[1], heads,
@@ -54,7 +55,7 @@ class PagedDecode:
               slots: torch.Tensor) -> None:
         """k, v [rows, kv_heads, dim] (rows may be strided) into the caches' flat slots (int64 [rows])."""
         _check_float32(k, k_cache)
-        k, v = _strided_rows(k), _strided_rows(v)
+        k, v = contiguous_rows(k), contiguous_rows(v)
         self._write(k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0), slots.data_ptr(), k.shape[0],
                     k.shape[1] * k.shape[2], k_cache.data_ptr(), v_cache.data_ptr())
 
@@ -62,11 +63,6 @@ class PagedDecode:
 def _check_float32(x: torch.Tensor, cache: torch.Tensor) -> None:
     if not x.dtype == cache.dtype == torch.float32:
         raise TypeError(f"paged decode attention takes float32, got {x.dtype} and a {cache.dtype} cache")
-
-
-def _strided_rows(x: torch.Tensor) -> torch.Tensor:
-    """x [rows, heads, dim] whose rows are each contiguous (copied if they are not)."""
-    return x if x.stride(2) == 1 and x.stride(1) == x.shape[2] else x.contiguous()
 
 
 @functools.cache
