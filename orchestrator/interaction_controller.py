@@ -105,8 +105,9 @@ class InteractionController:
             return
         found = (detector.feed(pcm16k) if len(pcm16k) <= detector.inline_samples
                  else await asyncio.to_thread(detector.feed, pcm16k))
-        for event in self.monitor.observe(found):
-            self._on_vad(event)
+        for turn_event in found:  # one at a time: speech that resumes right after a turn ends cuts the reply it started
+            for event in self.monitor.observe([turn_event]):
+                self._on_vad(event)
         if self._speech is None:  # silence before any speech: only the prefix padding may be committed
             self.buffer.forget_before(self.buffer.total_ms - self.turn_taking.prefix_padding_ms - SILENCE_KEPT_MS)
 

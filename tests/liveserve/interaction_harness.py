@@ -146,10 +146,12 @@ class InteractionHarness:
         await self.session.handle(json.dumps({"type": event_type, **fields}))
         await self.settle()
 
-    async def speak(self, speech_ms: int, then_silence_ms: int = 0) -> None:
-        """Send a tone of `speech_ms` (what the VAD hears as speech) and silence after it."""
-        t = np.arange(RATE * speech_ms // 1000) / RATE
-        pcm = np.concatenate([0.3 * np.sin(2 * np.pi * 220 * t), np.zeros(RATE * then_silence_ms // 1000)])
+    async def speak(self, speech_ms: int, then_silence_ms: int = 0, then_speech_ms: int = 0) -> None:
+        """Send, in one append, a tone of `speech_ms` (what the VAD hears as speech), silence after it and
+        a tone of `then_speech_ms` after that."""
+        def tone(ms: int) -> np.ndarray:
+            return 0.3 * np.sin(2 * np.pi * 220 * np.arange(RATE * ms // 1000) / RATE)
+        pcm = np.concatenate([tone(speech_ms), np.zeros(RATE * then_silence_ms // 1000), tone(then_speech_ms)])
         audio = base64.b64encode((pcm * 32767).astype("<i2").tobytes()).decode()
         await self.client("input_audio_buffer.append", audio=audio)
 

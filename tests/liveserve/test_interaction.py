@@ -89,6 +89,20 @@ def test_speech_over_a_generating_reply_cancels_it_and_keeps_what_was_heard():
     assert h.types().index("input_audio_buffer.speech_started") < h.types().index("response.done")
 
 
+def test_speech_resuming_in_the_audio_that_ended_the_turn_cuts_the_reply_it_started():
+    async def scenario(h):
+        await h.speak(600, then_silence_ms=700, then_speech_ms=300)  # one append: the turn ends, speech resumes
+        return h
+
+    h = run(scenario)
+    reply = h.of_type("response.output_item.added")[0]["item"]["id"]
+    done = h.of_type("response.done")[0]["response"]
+    assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
+    assert h.of_type("conversation.item.truncated")[0]["item_id"] == reply
+    assert h.of_type("error") == []
+    assert h.controller.response is None  # the speech's own turn may be answered
+
+
 def test_speech_over_a_reply_that_is_still_playing_cuts_it_where_playback_was():
     async def scenario(h):
         item_id, _ = await spoken_reply_playing(h, finished=True)
