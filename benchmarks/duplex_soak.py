@@ -26,18 +26,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from liveserve.bench.duplex.analysis import stall_threshold_s
-from liveserve.bench.duplex.options import DuplexOptions
-from liveserve.bench.duplex.records import SessionLog
-from liveserve.bench.duplex.run import fresh_server_overrides
-from liveserve.bench.duplex.speech_loop import LoopedSpeech
-from liveserve.bench.duplex.stream import StreamSetup, run_stream
-from liveserve.bench.server_process import ServerProcess
-from liveserve.bench.server_target import ServedConfig
+from lab.duplex.analysis import stall_threshold_s
+from lab.duplex.options import DuplexOptions
+from lab.duplex.records import SessionLog
+from lab.duplex.run import fresh_server_overrides
+from lab.duplex.speech_loop import LoopedSpeech
+from lab.duplex.stream import StreamSetup, run_stream
+from lab.server_process import ServerProcess
+from lab.server_target import ServedConfig
 
 OUT = Path(__file__).resolve().parent / "results" / "duplex_soak.json"
 MUST_HOLD_MB_PER_MIN = 0.2
-STAGE_PREFIX = "ls-"  # what a stage process calls itself (orchestrator.stage_process.PROCESS_PREFIX)
+STAGE_PREFIX = "ls-"  # what a stage process calls itself (orchestrator.placement.stage_process.PROCESS_PREFIX)
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
 
 

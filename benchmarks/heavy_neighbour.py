@@ -33,14 +33,14 @@ from pathlib import Path
 import numpy as np
 import websockets
 
-from liveserve.bench.duplex.speech_loop import LoopedSpeech
-from liveserve.bench.server_process import ServerProcess
-from liveserve.bench.spoken_turn import TURN_TIMEOUT_S, spoken_turn
-from liveserve.bench.server_target import ServedConfig
-from liveserve.config_document import Override
-from liveserve.realtime_client import default_session
-from liveserve.realtime_client.audio import SAMPLE_RATE, encode_audio, load_pcm16
-from liveserve.realtime_client.clips import clips_dir
+from lab.client import default_session
+from lab.client.audio import SAMPLE_RATE, encode_audio, load_pcm16
+from lab.client.clips import clips_dir
+from lab.duplex.speech_loop import LoopedSpeech
+from lab.server_process import ServerProcess
+from lab.server_target import ServedConfig
+from lab.spoken_turn import TURN_TIMEOUT_S, spoken_turn
+from liveserve.config.document import Override
 
 OUT = Path(__file__).resolve().parent / "results" / "heavy_neighbour.json"
 CLIPS = ("q_capital_espeak_24k.wav", "q_sky_espeak_24k.wav", "q_spider_espeak_24k.wav", "q_tokyo_flite_24k.wav")

@@ -28,7 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from liveserve.bench.replay.presets import PRESETS  # noqa: E402
+from lab.replay.presets import PRESETS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "kv"

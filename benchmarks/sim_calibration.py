@@ -22,10 +22,10 @@ import os
 import sys
 from pathlib import Path
 
-from liveserve.bench.replay.options import ReplayOptions
-from liveserve.bench.sim.replay import run_simulated_replay
-from liveserve.bench.sim.spec import load_spec
-from stages.sim.cost_model import ChunkCost, step_cost
+from lab.replay.options import ReplayOptions
+from lab.sim.cost_model import ChunkCost, step_cost
+from lab.sim.replay import run_simulated_replay
+from lab.sim.spec import load_spec
 
 SPECS = Path(__file__).resolve().parents[1] / "configs" / "sim"
 MULTI = SPECS / "qwen3-omni-3xh100-vllm-omni.yaml"

@@ -30,10 +30,10 @@ import json
 import os
 from pathlib import Path
 
-from liveserve.bench.duplex.options import DuplexOptions
-from liveserve.bench.replay.options import ReplayOptions
-from liveserve.bench.sim.duplex import run_simulated_duplex
-from liveserve.bench.sim.replay import run_simulated_replay
+from lab.duplex.options import DuplexOptions
+from lab.replay.options import ReplayOptions
+from lab.sim.duplex import run_simulated_duplex
+from lab.sim.replay import run_simulated_replay
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = str(ROOT / "configs" / "sim" / "tiny-omni-cpu.yaml")

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from liveserve.bench.sim.spec import load_spec
-from stages.sim.cost_model import ChunkCost, step_cost
+from lab.sim.cost_model import ChunkCost, step_cost
+from lab.sim.spec import load_spec
 from stages.models.vocoder import VocoderConfig
 
 SPEC = Path(__file__).resolve().parents[1] / "configs" / "sim" / "tiny-omni-cpu.yaml"

@@ -28,13 +28,13 @@ import os
 import random
 from pathlib import Path
 
-from liveserve.bench.duplex.options import DuplexOptions
-from liveserve.bench.replay.options import ReplayOptions
-from liveserve.bench.sim.duplex import run_simulated_duplex
-from liveserve.bench.sim.replay import run_simulated_replay
-from liveserve.bench.sim.server import SimulatedConfig
-from liveserve.bench.sim.spec import load_spec
-from liveserve.config_document import Override
+from lab.duplex.options import DuplexOptions
+from lab.replay.options import ReplayOptions
+from lab.sim.duplex import run_simulated_duplex
+from lab.sim.replay import run_simulated_replay
+from lab.sim.server import SimulatedConfig
+from lab.sim.spec import load_spec
+from liveserve.config.document import Override
 
 SPECS = Path(__file__).resolve().parents[1] / "configs" / "sim"
 ONE, EIGHT = SPECS / "qwen3-omni-1xh200.yaml", SPECS / "qwen3-omni-8xh200.yaml"

@@ -18,8 +18,8 @@ import argparse  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
+from lab.client.clips import clips_dir  # noqa: E402
 from liveserve.audio_io import read_wav, resample  # noqa: E402
-from liveserve.realtime_client.clips import clips_dir  # noqa: E402
 from stages.commands import AddRequest, AppendInput  # noqa: E402
 from stages.config import SchedulerConfig  # noqa: E402
 from stages.factory import build_engine  # noqa: E402

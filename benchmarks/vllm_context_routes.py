@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from liveserve.config_vllm import default_cache  # noqa: E402
+from liveserve.config.vllm import default_cache  # noqa: E402
 from stages.config import SamplingParams, SchedulerConfig  # noqa: E402
 from stages.vllm_backend import vllm_api  # noqa: E402
 from stages.vllm_backend.args import VllmArgs  # noqa: E402

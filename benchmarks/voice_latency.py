@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from liveserve.bench.server_process import ServerProcess
-from liveserve.bench.server_target import ServedConfig
-from liveserve.bench.spoken_turn import spoken_turn
-from liveserve.config_document import Override
-from liveserve.realtime_client.audio import load_pcm16
-from liveserve.realtime_client.clips import clips_dir
+from lab.client.audio import load_pcm16
+from lab.client.clips import clips_dir
+from lab.server_process import ServerProcess
+from lab.server_target import ServedConfig
+from lab.spoken_turn import spoken_turn
+from liveserve.config.document import Override
 
 OUT = Path(__file__).resolve().parent / "results" / "voice_latency.json"
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "voice-cpu.yaml"

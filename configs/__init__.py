@@ -1,1 +1,1 @@
-"""The shipped YAML configs, installed as the package `liveserve.configs` (read by `liveserve.config`)."""
+"""The shipped YAML configs, installed as the package `liveserve.configs` (read by `liveserve.config.loader`)."""

@@ -1,7 +1,7 @@
 """The `liveserve` command line.
 
 `serve`, `run` and `client` never import the benchmarks: `liveserve bench ...` hands the
-arguments after `bench` to `liveserve.bench.cli`, imported only then.
+arguments after `bench` to `lab.cli`, imported only then.
 """
 
 from __future__ import annotations
@@ -10,26 +10,32 @@ import argparse
 import asyncio
 import json
 import sys
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from liveserve.audio_io import AudioError, read_wav, resample, write_wav
-from liveserve.config import check_checkpoints, load_config
 from liveserve.command_runner import run_command
-from liveserve.config_deployment import require_runnable
-from liveserve.config_document import add_override_argument
-from liveserve.config_server import require_auth
-from liveserve.config_reader import ConfigError
+from liveserve.config.deployment import require_runnable
+from liveserve.config.document import add_override_argument
+from liveserve.config.loader import check_checkpoints, load_config
+from liveserve.config.reader import ConfigError
+from liveserve.config.server import require_auth
 
 ENCODER_RATE = 16000
+PLUGIN_GROUP = "liveserve.commands"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        from liveserve.bench.cli import main as bench_main
-
-        return bench_main(argv[1:])
+    plugin = plugins().get(argv[0]) if argv else None
+    if plugin is not None:
+        return plugin.load()(argv[1:])
     return run_command(_parser(), argv)
+
+
+def plugins() -> dict[str, EntryPoint]:
+    """The installed plugin commands, by name."""
+    return {entry.name: entry for entry in entry_points(group=PLUGIN_GROUP)}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,29 +57,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default from config: 8000)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(handler=_cmd_serve)
-    client = commands.add_parser("client", help="speak a WAV file to a realtime server, play and report the reply")
-    client.add_argument("--wav", type=Path, required=True, help="the user's speech (WAV; resampled to 24 kHz)")
-    client.add_argument("--url", default="ws://127.0.0.1:8000/v1/realtime", help="realtime WebSocket URL")
-    client.add_argument("--out", type=Path, help="write the reply audio as heard (24 kHz mono PCM16 WAV)")
-    client.add_argument("--barge-in-after-ms", type=float, help="speak over the reply this long after its first audio")
-    client.add_argument("--barge-in-wav", type=Path, help="what to say when barging in (default: a fixture clip)")
-    client.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
-    client.add_argument("--max-output-tokens", type=int, help="cap on each reply's text tokens")
-    client.add_argument("--json", action="store_true", help="print one JSON object with the figures")
-    client.set_defaults(handler=_cmd_client)
     plan = commands.add_parser("plan", help="where the config's stage replicas go on a node, and their memory")
     plan.add_argument("--config", type=Path, help="YAML config or a shipped config by name (default: voice-cpu)")
     add_override_argument(plan, "stages.thinker.replicas=2")
     plan.add_argument("--gpus", help="the node's GPUs, COUNTxSIZEGB (default: the config's runtime.gpus, else none)")
     plan.set_defaults(handler=_cmd_plan)
-    commands.add_parser("bench", help="benchmarks: engine, replay, sweep, duplex (liveserve bench --help)",
-                        add_help=False)  # listed here; `main` hands `bench ...` to liveserve.bench.cli
+    for name, entry in sorted(plugins().items()):  # listed here; `main` hands `NAME ...` to the plugin
+        commands.add_parser(name, help=f"from {entry.value.split(':')[0]} (liveserve {name} --help)", add_help=False)
     return parser
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from liveserve.one_turn import run_one_turn
-    from orchestrator.events import TurnRequest
+    from orchestrator.session.events import TurnRequest
 
     if args.audio is None and not args.text:
         raise AudioError("give --audio WAV, --text PROMPT, or both")
@@ -126,14 +122,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     print(plan_command(args.config, args.overrides, args.gpus))
     return 0
-
-
-def _cmd_client(args: argparse.Namespace) -> int:
-    from liveserve.realtime_client.command import run_client_command
-
-    return run_client_command(args.wav, args.url, out=args.out, barge_in_after_ms=args.barge_in_after_ms,
-                              barge_in_wav=args.barge_in_wav, as_json=args.json, timeout_s=args.timeout,
-                              max_output_tokens=args.max_output_tokens)
 
 
 if __name__ == "__main__":

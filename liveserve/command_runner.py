@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from liveserve.audio_io import AudioError
-from liveserve.config_reader import ConfigError
+from liveserve.config.reader import ConfigError
 
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str]) -> int:

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from liveserve.config import LiveServeConfig
+from liveserve.config.loader import LiveServeConfig
 from liveserve.runtime import configure_torch, make_placement
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnRequest
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.session import Session
+from orchestrator.session.events import AudioDelta, TextDelta, TurnDone, TurnRequest
+from orchestrator.session.session import Session
 
 
 @dataclass

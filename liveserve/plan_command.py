@@ -6,12 +6,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from liveserve.config import LiveServeConfig, load_config
-from liveserve.config_deployment import parse_gpus
-from liveserve.config_document import Override
-from liveserve.config_reader import ConfigError
-from orchestrator.deployment import GPUNode
-from orchestrator.placement_plan import PlanError, ReplicaPlacement, gb, plan_placement
+from liveserve.config.deployment import parse_gpus
+from liveserve.config.document import Override
+from liveserve.config.loader import LiveServeConfig, load_config
+from liveserve.config.reader import ConfigError
+from orchestrator.placement.deployment import GPUNode
+from orchestrator.placement.plan import PlanError, ReplicaPlacement, gb, plan_placement
 
 COLUMNS = ("replica", "node", "GPUs", "TP", "budget", "weights", "KV", "free", "KV tokens", "host tier")
 

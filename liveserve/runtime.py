@@ -6,14 +6,14 @@ import gc
 
 import torch
 
-from liveserve.config import LiveServeConfig, RuntimeConfig
-from liveserve.config_deployment import process_gpus, require_runnable
-from liveserve.config_reader import ConfigError
-from orchestrator.deployment import StageDeployment
-from orchestrator.placement import LocalPlacement, Placement
-from orchestrator.process_placement import ProcessPlacement
-from orchestrator.replicated_placement import ReplicatedPlacement
-from orchestrator.stage_launcher import ForkserverLauncher, StageLauncher
+from liveserve.config.deployment import process_gpus, require_runnable
+from liveserve.config.loader import LiveServeConfig, RuntimeConfig
+from liveserve.config.reader import ConfigError
+from orchestrator.placement.base import LocalPlacement, Placement
+from orchestrator.placement.deployment import StageDeployment
+from orchestrator.placement.processes import ProcessPlacement
+from orchestrator.placement.replicated import ReplicatedPlacement
+from orchestrator.placement.stage_launcher import ForkserverLauncher, StageLauncher
 
 
 def make_placement(config: LiveServeConfig) -> Placement:
@@ -35,7 +35,7 @@ def make_placement(config: LiveServeConfig) -> Placement:
 def ray_launcher(runtime: RuntimeConfig, deployments: tuple[StageDeployment, ...]) -> StageLauncher:
     """Ray is imported only for a config that places with it, and is an optional dependency."""
     try:
-        from orchestrator.ray_launcher import RayLauncher
+        from orchestrator.placement.ray_launcher import RayLauncher
     except ImportError as exc:
         raise ConfigError(f"runtime.placement: ray needs Ray, which is not installed ({exc}); "
                           "pip install 'liveserve[ray]'") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from orchestrator.stage_graph import StageGraph
+from orchestrator.datapath.stage_graph import StageGraph
 from stages.config import SamplingParams
 from stages.kinds import StageKind
 from stages.stage_spec import StageSpec

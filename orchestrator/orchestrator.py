@@ -7,20 +7,27 @@ import time
 from collections.abc import Awaitable, Callable
 
 from monitor import (
-    SemanticTurnConfig, SemanticTurnDetector, SessionMonitor, SileroVAD, SmartTurn, TurnCompletion,
-    TurnDetectionConfig, TurnDetector, VoiceConfidence,
+    SemanticTurnConfig,
+    SemanticTurnDetector,
+    SessionMonitor,
+    SileroVAD,
+    SmartTurn,
+    TurnCompletion,
+    TurnDetectionConfig,
+    TurnDetector,
+    VoiceConfidence,
 )
-from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import PipelineConfig
-from orchestrator.duplex_hub import DuplexHub
-from orchestrator.frame_ticker import FrameTicker
-from orchestrator.interaction_controller import InteractionController
-from orchestrator.interaction_events import InteractionEvent
-from orchestrator.next_use import NextUseEstimator
+from orchestrator.datapath.stage_bus import StageBus
+from orchestrator.duplex.frame_ticker import FrameTicker
+from orchestrator.duplex.hub import DuplexHub
+from orchestrator.interaction.controller import InteractionController
+from orchestrator.interaction.events import InteractionEvent
+from orchestrator.interaction.next_use import NextUseEstimator
 from orchestrator.pipeline import Pipeline, PipelineGeometry
-from orchestrator.placement import LocalPlacement, Placement
-from orchestrator.session import Session
-from orchestrator.stage_bus import StageBus
+from orchestrator.placement.base import LocalPlacement, Placement
+from orchestrator.session.chat_template import ChatTemplate
+from orchestrator.session.session import Session
 from stages.engine import StageStatus
 from stages.factory import thinker_text
 from stages.models.tokenizer import TextTokenizer

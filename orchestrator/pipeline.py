@@ -6,11 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.chat_template import ChatTemplate
 from orchestrator.config import DuplexConfig, PipelineConfig
-from orchestrator.events import TurnUsage, UnheardWork
-from orchestrator.stage_bus import StageBus
-from orchestrator.stage_graph import StageGraph
+from orchestrator.datapath.stage_bus import StageBus
+from orchestrator.datapath.stage_graph import StageGraph
+from orchestrator.session.chat_template import ChatTemplate
+from orchestrator.session.events import TurnUsage, UnheardWork
 from stages.config import SamplingParams
 from stages.kinds import StageKind
 from stages.models.tokenizer import TextTokenizer

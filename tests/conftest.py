@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
-from liveserve.realtime_client.clips import clips_dir
+from lab.client.clips import clips_dir
 
 FIXTURES = clips_dir()
 
@@ -24,3 +24,15 @@ def read_fixture(name: str, rate: int = 16000) -> np.ndarray:
 @pytest.fixture(scope="session")
 def speech_16k() -> np.ndarray:
     return read_fixture("q_capital_espeak_24k.wav")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """One realtime server on 127.0.0.1 (tiny-omni) that the server tests of every package share."""
+    from tests.liveserve.realtime_harness import ServerProcess, small_config
+
+    directory = tmp_path_factory.mktemp("server")
+    process = ServerProcess(small_config(directory, runtime={"trace_dir": str(directory / "trace")}))
+    process.trace_dir = directory / "trace"
+    yield process
+    process.stop()

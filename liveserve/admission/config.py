@@ -1,4 +1,4 @@
-"""Frozen admission settings (built by liveserve.config from the `admission:` section)."""
+"""Frozen admission settings (built by liveserve.config.loader from the `admission:` section)."""
 
 from __future__ import annotations
 

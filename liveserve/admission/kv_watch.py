@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from liveserve.admission.forecast import SaturationForecast
-from orchestrator.request_id import RequestId
+from orchestrator.datapath.request_id import RequestId
 
 
 class PoolStatus(Protocol):

@@ -9,8 +9,8 @@ import numpy as np
 
 from liveserve.realtime.errors import RealtimeError, require, shown
 from liveserve.realtime.input_audio import Resampler24to16
-from orchestrator.duplex import DuplexEvent, FrameAnswered, StreamFailed
-from orchestrator.interaction_controller import InteractionController
+from orchestrator.duplex.stream import DuplexEvent, FrameAnswered, StreamFailed
+from orchestrator.interaction.controller import InteractionController
 
 FRAME_EVENT = "liveserve.duplex.frame"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.interaction_events import ContextFull
+from orchestrator.interaction.events import ContextFull
 
 MAX_EVENT_ID_CHARS = 256
 

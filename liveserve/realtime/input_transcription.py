@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from liveserve.realtime.conversation import Conversation
-from orchestrator.interaction_events import UserTranscript
+from orchestrator.interaction.events import UserTranscript
 from stages.requests.speech_segments import WORD
 
 Emit = Callable[..., None]

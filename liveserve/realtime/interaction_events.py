@@ -11,11 +11,20 @@ from liveserve.realtime.input_transcription import InputTranscription
 from liveserve.realtime.naming import message_item
 from liveserve.realtime.response_stream import ResponseStream
 from liveserve.realtime.response_trace import ResponseTrace
-from orchestrator.events import AudioDelta, TextDelta, UnheardWork
-from orchestrator.interaction_events import (
-    AudioCommitted, InteractionEvent, ItemTruncated, Refused, ResponseEnded, ResponseStarted, SpeechBegan, SpeechEnded,
-    UserItemReady, UserItemRejected, UserTranscript,
+from orchestrator.interaction.events import (
+    AudioCommitted,
+    InteractionEvent,
+    ItemTruncated,
+    Refused,
+    ResponseEnded,
+    ResponseStarted,
+    SpeechBegan,
+    SpeechEnded,
+    UserItemReady,
+    UserItemRejected,
+    UserTranscript,
 )
+from orchestrator.session.events import AudioDelta, TextDelta, UnheardWork
 
 
 class RealtimeSession(Protocol):

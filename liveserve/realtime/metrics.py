@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from liveserve.admission import DECISIONS, AdmissionGate, KVWatch
-from orchestrator.events import TurnUsage, UnheardWork
+from orchestrator.session.events import TurnUsage, UnheardWork
 from stages.engine import StageStatus
 
 TTFP_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)

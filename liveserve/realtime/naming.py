@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.ids import new_id
+from orchestrator.interaction.ids import new_id
 
 BETA_NAMES = {
     "response.output_audio.delta": "response.audio.delta",

@@ -9,7 +9,7 @@ from liveserve.realtime.input_audio import encode_pcm16
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
 from liveserve.realtime.settings import SessionSettings
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnUsage, UnheardWork
+from orchestrator.session.events import AudioDelta, TextDelta, TurnDone, TurnUsage, UnheardWork
 
 Emit = Callable[..., None]
 

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.websockets import WebSocketState
 
 from liveserve.admission import KVWatch, make_admission
-from liveserve.config import LiveServeConfig
+from liveserve.config.loader import LiveServeConfig
 from liveserve.realtime.auth import ApiKeys, unauthorized
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.ingest_pacer import IngestPacer
@@ -24,7 +24,7 @@ from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from liveserve.runtime import configure_torch, freeze_startup_objects, make_placement
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.placement import Placement
+from orchestrator.placement.base import Placement
 
 log = logging.getLogger(__name__)
 CLOSE_TRY_AGAIN_LATER = 1013

@@ -20,18 +20,24 @@ from liveserve.realtime.errors import RealtimeError, event_id_of, lone_surrogate
 from liveserve.realtime.ignored_settings import ignored_error, ignored_settings
 from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16, num_pcm16_samples
 from liveserve.realtime.input_transcription import InputTranscription
-from liveserve.realtime.items import parse_user_item
 from liveserve.realtime.interaction_events import translate
+from liveserve.realtime.items import parse_user_item
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
 from liveserve.realtime.response_stream import ResponseStream, unheard_json
 from liveserve.realtime.response_trace import ResponseTrace
 from liveserve.realtime.settings import (
-    SessionSettings, apply_update, beta_session, ga_session, response_overrides, turn_request, turn_taking,
+    SessionSettings,
+    apply_update,
+    beta_session,
+    ga_session,
+    response_overrides,
+    turn_request,
+    turn_taking,
 )
-from orchestrator.events import UnheardWork
-from orchestrator.interaction_events import InteractionEvent
+from orchestrator.interaction.events import InteractionEvent
 from orchestrator.orchestrator import Orchestrator
+from orchestrator.session.events import UnheardWork
 
 MIN_COMMIT_MS = 100.0
 INLINE_DECODE_SAMPLES = 24_000  # audio up to this (1 s) is decoded on the event loop

@@ -9,10 +9,14 @@ from typing import Any
 from liveserve.realtime.errors import require, shown
 from liveserve.realtime.ignored_settings import VOICE, VOICES
 from liveserve.realtime.turn_detection import (
-    ServerVAD, TurnDetection, parse_turn_detection, turn_detection_json, turn_taking_of,
+    ServerVAD,
+    TurnDetection,
+    parse_turn_detection,
+    turn_detection_json,
+    turn_taking_of,
 )
-from orchestrator.events import TurnRequest
-from orchestrator.turn_taking import TurnTaking
+from orchestrator.interaction.turn_taking import TurnTaking
+from orchestrator.session.events import TurnRequest
 
 TRACING_FIELDS = ("workflow_name", "group_id", "metadata")
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})

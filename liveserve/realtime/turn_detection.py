@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from liveserve.realtime.errors import RealtimeError, require, shown
-from orchestrator.turn_taking import EAGERNESS_NAMES, TurnTaking
+from orchestrator.interaction.turn_taking import EAGERNESS_NAMES, TurnTaking
 
 WHERE = "session.audio.input.turn_detection"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from liveserve.bench.replay.presets import PRESETS
-from liveserve.config import load_config
-from liveserve.config_document import Override
-from liveserve.config_reader import ConfigError
+from lab.replay.presets import PRESETS
+from liveserve.config.document import Override
+from liveserve.config.loader import load_config
+from liveserve.config.reader import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
 STAGES = ("encoder", "thinker", "talker", "vocoder")

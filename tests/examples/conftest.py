@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from liveserve.bench.server_process import ServerProcess
-from liveserve.config import resolve_config_path
-from liveserve.config_document import Override
+from lab.server_process import ServerProcess
+from liveserve.config.document import Override
+from liveserve.config.loader import resolve_config_path
 
 
 @pytest.fixture(scope="module")

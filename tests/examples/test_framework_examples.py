@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from liveserve.bench.server_process import ServerProcess
+from lab.server_process import ServerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ENDED = ("completed", "incomplete")  # a reply that ran to its end or to its token limit

@@ -2,10 +2,21 @@
 (just over 300 lines: one case per rule of eviction, sharing the tier harness)."""
 
 import pytest
-from tier_harness import (BLOCK, POLICIES, FakeClock, GatedCopier, expected, grow, idle, idle_threaded, make_tiered,
-                          read, settle)
 
 from kvtier import EVICTION_POLICIES, HostTierConfig, KVCacheManager, KVPoolConfig
+from tests.kvtier.tier_harness import (
+    BLOCK,
+    POLICIES,
+    FakeClock,
+    GatedCopier,
+    expected,
+    grow,
+    idle,
+    idle_threaded,
+    make_tiered,
+    read,
+    settle,
+)
 
 
 def snapshot(kv, seqs):

@@ -1,7 +1,18 @@
 """Speech-triggered preload: outcomes, warm protection, hits, cancel and fallback, promotion."""
 
 import pytest
-from tier_harness import BYTES_PER_BLOCK, POLICIES, FakeClock, expected, grow, idle, make_tiered, read, settle
+
+from tests.kvtier.tier_harness import (
+    BYTES_PER_BLOCK,
+    POLICIES,
+    FakeClock,
+    expected,
+    grow,
+    idle,
+    make_tiered,
+    read,
+    settle,
+)
 
 GBPS = 0.0001  # 100 kbit/s: one 64-byte block takes 5.1 ms
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tier_harness import POLICIES, FakeClock, make_tiered
 
 from kvtier import OutOfBlocks
+from tests.kvtier.tier_harness import POLICIES, FakeClock, make_tiered
 
 SEQS = ["a", "b", "c"]
 NAMES = ["grow"] * 4 + ["idle"] * 3 + ["store", "evict", "settle"] * 2 + [

@@ -3,7 +3,18 @@
 import time
 
 import pytest
-from tier_harness import BYTES_PER_BLOCK, POLICIES, FakeClock, expected, grow, idle, make_tiered, read, settle
+
+from tests.kvtier.tier_harness import (
+    BYTES_PER_BLOCK,
+    POLICIES,
+    FakeClock,
+    expected,
+    grow,
+    idle,
+    make_tiered,
+    read,
+    settle,
+)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -3,10 +3,10 @@
 import threading
 
 import pytest
-from tier_harness import GatedCopier
 
 from kvtier.transfer_job import LOAD, STORE, TransferJob
 from kvtier.transfer_worker import TransferWorker
+from tests.kvtier.tier_harness import GatedCopier
 
 
 class RecordingCopier:

@@ -18,7 +18,7 @@ from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from orchestrator.config import PipelineConfig
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.placement import Placement
+from orchestrator.placement.base import Placement
 from stages.commands import AddRequest, Command
 from stages.plan import StageOutput
 from stages.requests import ThinkerStep

@@ -13,9 +13,9 @@ import numpy as np
 import websockets
 import yaml
 
-from liveserve.bench.server_process import ServerProcess
-from liveserve.config import lab_config_path
-from liveserve.realtime_client.clips import clips_dir
+from lab.client.clips import clips_dir
+from lab.server_process import ServerProcess
+from liveserve.config.loader import lab_config_path
 
 FIXTURES = clips_dir()
 

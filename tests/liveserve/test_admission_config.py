@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from config_variant import write_variant
 from liveserve.admission import AdmissionConfig
-from liveserve.config import LAB_CONFIG, load_config
-from liveserve.config_reader import ConfigError
+from liveserve.config.loader import LAB_CONFIG, load_config
+from liveserve.config.reader import ConfigError
+from tests.liveserve.config.config_variant import write_variant
 
 
 def load_variant(tmp_path, admission: dict, **server):

@@ -8,11 +8,10 @@ import math
 import pytest
 import yaml
 
-from liveserve.bench.prometheus import parse_metrics
-from liveserve.config import load_config
+from lab.prometheus import parse_metrics
+from liveserve.config.loader import load_config
 from liveserve.realtime.server import RealtimeServer
-
-from realtime_harness import Client, ServerProcess, connect, refused, small_config
+from tests.liveserve.realtime_harness import Client, ServerProcess, connect, refused, small_config
 
 
 def aimd_config(tmp_path, **admission):

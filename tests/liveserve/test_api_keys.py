@@ -12,12 +12,13 @@ import urllib.request
 import pytest
 import websockets
 
-from liveserve.config import LAB_CONFIG, load_config as load_with
-from liveserve.config_document import Override
-from liveserve.config_reader import ConfigError
-from liveserve.config_server import require_auth
+from liveserve.config.document import Override
+from liveserve.config.loader import LAB_CONFIG
+from liveserve.config.loader import load_config as load_with
+from liveserve.config.reader import ConfigError
+from liveserve.config.server import require_auth
 from liveserve.realtime.auth import ApiKeys
-from realtime_harness import ServerProcess, connect, small_config
+from tests.liveserve.realtime_harness import ServerProcess, connect, small_config
 
 KEY = "ls-test-key-1"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from config_variant import write_variant
+from lab.client.clips import clip_path
 from liveserve.cli import main
-from liveserve.config import LAB_CONFIG
-from liveserve.realtime_client.clips import clip_path
+from liveserve.config.loader import LAB_CONFIG
+from tests.liveserve.config.config_variant import write_variant
 
 CLIP = clip_path("q_capital_espeak_24k.wav")
 
@@ -110,7 +110,7 @@ def test_a_pipeline_that_only_writes_runs_without_out_and_refuses_one(tmp_path, 
     assert not (tmp_path / "o.wav").exists()
 
 
-LAB_PACKAGES = ("liveserve.bench", "liveserve.realtime_client")
+LAB_PACKAGES = ("lab", "lab.client")
 IMPORTED_LAB = f"sorted(m for m in sys.modules if m.startswith({LAB_PACKAGES!r}))"
 
 
@@ -118,8 +118,8 @@ def test_the_serving_commands_never_import_the_benchmarks():
     code = ("import sys\nimport liveserve.cli\n"
             "liveserve.cli._parser().parse_args(['serve', '--port', '9000', '--set', 'server.max_sessions=4'])\n"
             f"print({IMPORTED_LAB})\n"
-            "from liveserve.bench.cli import bench_parser\nbench_parser()\n"
-            f"print('liveserve.bench.cli' in {IMPORTED_LAB})\n")
+            "from lab.cli import bench_parser\nbench_parser()\n"
+            f"print('lab.cli' in {IMPORTED_LAB})\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["[]", "True"]  # none, until the bench's own parser is built

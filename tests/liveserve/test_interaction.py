@@ -12,8 +12,7 @@ import dataclasses
 
 import pytest
 
-from interaction_harness import InteractionHarness
-from orchestrator.stage_graph import Edge, StageGraph
+from orchestrator.datapath.stage_graph import Edge, StageGraph
 from stages.commands import AbortRequest, AppendInput, StopGeneration
 from stages.config import SchedulerConfig
 from stages.kinds import StageKind
@@ -22,6 +21,7 @@ from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
 from stages.requests.asr import Transcript
 from stages.stage_spec import StageSpec
+from tests.liveserve.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 WIDTH = 64  # the tiny thinker's hidden size (and the encoder's output)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from liveserve.cli import main
-from liveserve.config import load_config
+from liveserve.config.loader import load_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 VOICE_H200, TINY_H200 = str(CONFIGS / "voice-h200.yaml"), str(CONFIGS / "tiny-omni-h200.yaml")

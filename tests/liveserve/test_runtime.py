@@ -8,15 +8,15 @@ import logging
 
 import pytest
 
-from liveserve.config import load_config
-from liveserve.config_document import Override
-from liveserve.config_reader import ConfigError
+from liveserve.config.document import Override
+from liveserve.config.loader import load_config
+from liveserve.config.reader import ConfigError
 from liveserve.plan_command import plan
 from liveserve.runtime import freeze_startup_objects, make_placement
-from orchestrator.placement import LocalPlacement
-from orchestrator.process_placement import ProcessPlacement
-from orchestrator.ray_layout import RaySettings
-from orchestrator.replicated_placement import replica_names
+from orchestrator.placement.base import LocalPlacement
+from orchestrator.placement.processes import ProcessPlacement
+from orchestrator.placement.ray_layout import RaySettings
+from orchestrator.placement.replicated import replica_names
 
 
 def test_objects_alive_at_start_up_are_kept_out_of_full_collections():
@@ -67,7 +67,7 @@ def test_ray_placement_reads_its_cluster_from_the_config_and_places_gpu_stages()
     overrides = ["runtime.placement=ray", "runtime.ray.num_gpus=4", "stages.thinker.devices=[[1]]"]
     config = load_config("tiny-omni-cpu", overrides=[Override.parse(text) for text in overrides])
     pytest.importorskip("ray")
-    from orchestrator.ray_launcher import RayLauncher
+    from orchestrator.placement.ray_launcher import RayLauncher
     assert config.runtime.ray == RaySettings(num_gpus=4)
     placement = make_placement(config)  # Ray starts only when the placement does
     assert isinstance(placement, ProcessPlacement) and isinstance(placement.launcher, RayLauncher)

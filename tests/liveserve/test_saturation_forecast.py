@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from liveserve.admission import KVWatch, SaturationForecast
-from orchestrator.request_id import RequestId
+from orchestrator.datapath.request_id import RequestId
 
 
 def feed(forecast: SaturationForecast, start: float, seconds: float, occupancy, sessions) -> None:

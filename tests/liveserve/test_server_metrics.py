@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from liveserve.bench.prometheus import parse_metrics
+from lab.prometheus import parse_metrics
 from liveserve.realtime.metrics import ServerMetrics
 from stages.commands import AddRequest, SpeechPaused, SpeechStarted
 from stages.config import SamplingParams, SchedulerConfig

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from interaction_harness import InteractionHarness
 from liveserve.realtime.naming import Dialect
+from tests.liveserve.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 

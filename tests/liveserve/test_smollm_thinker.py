@@ -9,11 +9,11 @@ import pytest
 import torch
 import yaml
 
-from liveserve.config import check_checkpoints, load_config
-from liveserve.config_document import Override
-from liveserve.config_reader import ConfigError
+from liveserve.config.document import Override
+from liveserve.config.loader import check_checkpoints, load_config
+from liveserve.config.reader import ConfigError
 from liveserve.one_turn import run_one_turn
-from orchestrator.events import TurnRequest
+from orchestrator.session.events import TurnRequest
 from stages.kinds import StageKind
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "smollm2-text-cpu.yaml"

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-from liveserve.realtime_client.clips import clip_path
-from realtime_harness import ServerProcess, connect, fixture_pcm16, silence
-from stages.models.asr_whisper import WhisperASR, WhisperConfig
-from tests.stages.speech_harness import word_error_rate
 from test_voice_server import CLIP, QUESTION, TRANSCRIBE, opened, reply_audio_16k
+
+from lab.client.clips import clip_path
+from stages.models.asr_whisper import WhisperASR, WhisperConfig
+from tests.liveserve.realtime_harness import ServerProcess, connect, fixture_pcm16, silence
+from tests.stages.speech_harness import word_error_rate
 
 VOICE_AGENT = Path(__file__).parents[2] / "configs" / "voice-cpu.yaml"
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import yaml
 from scipy.signal import resample_poly
-
-from realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence
 from test_protocol_schema import GA
+
+from tests.liveserve.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence
 from tests.stages.speech_harness import word_error_rate
 
 QUESTION = "What is the capital of France?"

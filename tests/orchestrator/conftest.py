@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.config import PipelineConfig
-from orchestrator.stage_graph import ChunkSizes, StageGraph
+from orchestrator.datapath.stage_graph import ChunkSizes, StageGraph
 from stages.config import SamplingParams, SchedulerConfig
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig

@@ -9,10 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from orchestrator.events import AudioDelta, TextDelta, TurnDone, TurnRequest, TurnUsage, UnheardWork
+from orchestrator.datapath.stage_graph import Edge, StageGraph
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.stage_graph import Edge, StageGraph
+from orchestrator.session.events import AudioDelta, TextDelta, TurnDone, TurnRequest, TurnUsage, UnheardWork
 from stages.kinds import StageKind
+
 
 async def drain(turn) -> tuple[list, TurnDone]:
     events = []

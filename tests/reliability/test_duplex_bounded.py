@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from orchestrator.config import DuplexConfig
-from orchestrator.duplex import FrameAnswered
+from orchestrator.duplex.stream import FrameAnswered
 from orchestrator.orchestrator import Orchestrator
 from stages.config import WindowSpec
 

@@ -15,13 +15,13 @@ import urllib.request
 import numpy as np
 import pytest
 
-from orchestrator import process_placement
-from orchestrator.events import TurnRequest
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.process_placement import ProcessPlacement
+from orchestrator.placement import processes as process_placement
+from orchestrator.placement.processes import ProcessPlacement
+from orchestrator.session.events import TurnRequest
 from tests.liveserve.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence, small_config
+from tests.orchestrator.placement.test_process_placement import wait_until
 from tests.orchestrator.test_orchestrator import drain
-from tests.orchestrator.test_process_placement import wait_until
 
 
 def kill(orch: Orchestrator, kind: str) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scheduler_harness import FakeClock
 
 from stages.config import SchedulerConfig
 from stages.policies.urgency import UrgencyParams, UrgencyPolicy
 from stages.requests import ASRRequest, Transcript
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
+from tests.stages.scheduler_harness import FakeClock
 
 RATE = 16000
 

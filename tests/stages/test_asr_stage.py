@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from speech_harness import asr_engine, word_error_rate
 
 from stages.commands import AddRequest, AppendInput, SpeechPaused
 from stages.requests import ASRRequest
 from tests.conftest import read_fixture
+from tests.stages.speech_harness import asr_engine, word_error_rate
 
 CLIPS = {
     "q_capital_espeak_24k.wav": ("What is the capital of France?", 0.17),

@@ -2,7 +2,6 @@
 and whom a shortfall preempts."""
 
 import pytest
-from scheduler_harness import FakeClock, make_kv, thinker
 
 from stages.batch_planner import BatchPlanner
 from stages.config import SchedulerConfig
@@ -11,6 +10,7 @@ from stages.no_kv_residency import NoKVResidency
 from stages.plan import ScheduledChunk, SchedulerPlan
 from stages.preemptor import Preemptor
 from stages.requests import RequestStatus
+from tests.stages.scheduler_harness import FakeClock, make_kv, thinker
 
 
 def planner_for(residency, requests: dict, max_tokens: int = 8, max_seqs: int = 8):

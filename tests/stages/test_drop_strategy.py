@@ -1,11 +1,11 @@
 """Drop strategies on their own: what fits, what a committed chunk frees, which truncations are refused."""
 
 import pytest
-from scheduler_harness import BLOCK, make_kv, thinker
 
 from kvtier import KVCacheManager, KVPoolConfig
 from stages.config import WindowSpec
 from stages.drop_strategy import KeepAll, SinksAndWindow, drop_strategy
+from tests.stages.scheduler_harness import BLOCK, make_kv, thinker
 
 
 def test_the_window_picks_the_strategy():

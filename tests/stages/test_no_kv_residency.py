@@ -1,7 +1,6 @@
 """A stage without KV (encoder, vocoder): its scheduler runs through NoKVResidency and never asks whether there is KV."""
 
 import pytest
-from scheduler_harness import FakeClock, chunks_of, thinker
 
 from stages.config import SchedulerConfig
 from stages.engine import StageEngine
@@ -9,6 +8,7 @@ from stages.no_kv_residency import NoKVResidency
 from stages.plan import RunnerOutput
 from stages.requests import EncoderRequest
 from stages.scheduler import Scheduler
+from tests.stages.scheduler_harness import FakeClock, chunks_of, thinker
 
 
 def test_the_null_residency_answers_as_a_stage_without_kv():

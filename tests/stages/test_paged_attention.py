@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.models.attention import paged_attention
@@ -20,6 +19,7 @@ from stages.plan import RunnerOutput
 from stages.requests import TalkerRequest, ThinkerRequest, TurnInput
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.scheduler import Scheduler
+from tests.stages.dense_decoder import dense_hidden
 
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 8
 

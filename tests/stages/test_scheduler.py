@@ -5,7 +5,6 @@ import threading
 
 import pytest
 import torch
-from scheduler_harness import BLOCK, FakeClock, FakeRunner, chunks_of, make_kv, make_scheduler, step, thinker
 
 from kvtier import KVCacheManager, KVPoolConfig
 from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
@@ -18,6 +17,16 @@ from stages.plan import RunnerOutput, SchedulerPlan
 from stages.requests import RequestStatus, TalkerRequest, ThinkerRequest, TurnInput
 from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
+from tests.stages.scheduler_harness import (
+    BLOCK,
+    FakeClock,
+    FakeRunner,
+    chunks_of,
+    make_kv,
+    make_scheduler,
+    step,
+    thinker,
+)
 
 
 def run_to_end(scheduler: Scheduler, runner: FakeRunner, max_steps: int = 200) -> dict[str, list]:

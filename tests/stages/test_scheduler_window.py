@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from scheduler_harness import BLOCK, FakeClock, chunks_of, make_kv
 
 from kvtier import KVCacheManager, blocks_for
 from stages.commands import AbortRequest, AddRequest, StopGeneration
@@ -15,6 +14,7 @@ from stages.plan import RunnerOutput, SchedulerPlan
 from stages.requests import ThinkerRequest, TurnInput
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
+from tests.stages.scheduler_harness import BLOCK, FakeClock, chunks_of, make_kv
 
 
 class WindowFakeRunner(ModelRunner):

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 from scipy.signal import resample_poly
-from speech_harness import asr_engine, tts_engine, word_error_rate
 
 from stages.commands import AbortRequest, AddRequest, AppendInput
 from stages.requests import ASRRequest, TTSRequest
+from tests.stages.speech_harness import asr_engine, tts_engine, word_error_rate
 
 REPLY = "The capital of France is Paris. It is a large city."
 RATE = 24000

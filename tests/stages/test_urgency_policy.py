@@ -4,7 +4,6 @@
 import math
 
 import pytest
-from scheduler_harness import BLOCK, FakeClock, chunks_of, make_kv, make_scheduler, step, thinker
 
 from stages.config import SamplingParams, SchedulerConfig
 from stages.engine import StageEngine
@@ -18,6 +17,7 @@ from stages.requests import RequestStatus, TurnInput
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
 from stages.stage_spec import KVSpec, StageSpec
+from tests.stages.scheduler_harness import BLOCK, FakeClock, chunks_of, make_kv, make_scheduler, step, thinker
 
 NOT_STARTED = PlaybackState(started=False, drained_at=0.0)
 

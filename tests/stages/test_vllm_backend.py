@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from liveserve.config import load_config
-from orchestrator.playback_board import PlaybackBoard
-from orchestrator.process_placement import ProcessPlacement
+from liveserve.config.loader import load_config
+from orchestrator.interaction.playback_board import PlaybackBoard
+from orchestrator.placement.processes import ProcessPlacement
 from stages.commands import AddRequest, AppendInput
 from stages.config import SamplingParams, SchedulerConfig
 from stages.factory import build_engine, thinker_text

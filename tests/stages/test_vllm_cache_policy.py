@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vllm_scenes import run_scenes
+
+from tests.stages.vllm_scenes import run_scenes
 
 SCENES = Path(__file__).with_name("vllm_offload_scenes.py")
 

@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 
-from dense_decoder import dense_hidden
 from kvtier import KVCacheManager, KVPoolConfig, blocks_for
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.kv_residency import KVResidency
@@ -18,6 +17,7 @@ from stages.plan import RunnerOutput
 from stages.requests import ThinkerRequest, TurnInput
 from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
+from tests.stages.dense_decoder import dense_hidden
 
 HEADS, KV_HEADS, HEAD_DIM = 6, 2, 8  # GQA: 3 query heads per KV head
 

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from liveserve.config_vllm import default_python
+from liveserve.config.vllm import default_python
 
 ROOT = Path(__file__).resolve().parents[2]
 

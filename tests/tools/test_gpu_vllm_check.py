@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from liveserve.bench.replay.presets import derive_config
-from liveserve.config import check_checkpoints, load_config, read_config_data
-from liveserve.config_deployment import process_gpus, require_runnable
-from liveserve.config_reader import ConfigError
+from lab.replay.presets import derive_config
+from liveserve.config.deployment import process_gpus, require_runnable
+from liveserve.config.loader import check_checkpoints, load_config, read_config_data
+from liveserve.config.reader import ConfigError
 from liveserve.plan_command import plan_command
 
 REPO = Path(__file__).resolve().parents[2]

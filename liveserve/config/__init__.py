@@ -1,0 +1,1 @@
+"""Configuration: YAML documents read, checked and built into the frozen dataclasses of the packages below."""

@@ -1,0 +1,341 @@
+"""One session's interaction decisions: turn taking, barge-in, truncation to what was heard, playback.
+
+Just over 300 lines: the speech a pipeline transcribes as it comes is one more thing the input's
+turn taking decides (when to open, feed and close it), kept beside it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor import (
+    BargeIn,
+    SemanticTurnConfig,
+    SessionMonitor,
+    SpeechPaused,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+)
+from orchestrator.interaction.events import (
+    AudioCommitted,
+    InteractionEvent,
+    ItemTruncated,
+    Refused,
+    ResponseEnded,
+    ResponseStarted,
+    SpeechBegan,
+    SpeechEnded,
+    UserItemReady,
+    UserItemRejected,
+)
+from orchestrator.interaction.ids import new_id
+from orchestrator.interaction.speech_buffer import SpeechBuffer
+from orchestrator.interaction.turn_taking import TurnTaking
+from orchestrator.session.events import AudioDelta, TurnDone, TurnRequest
+from orchestrator.session.session import Session
+from orchestrator.session.transcription import Transcription
+from orchestrator.session.turn import Turn
+from stages.kinds import StageKind
+
+MAX_UNCOMMITTED_S = 120.0  # of input audio held per session before a commit
+SILENCE_KEPT_MS = 1000.0  # while nobody speaks, beyond the prefix padding
+
+
+@dataclass
+class Response:
+    """The reply being generated: its item, its turn, and why it was cut (None while it is not)."""
+
+    item_id: str
+    turn: Turn
+    speak: bool
+    cancel_reason: str | None = None
+
+
+class InteractionController:
+    """Decides what a session's speech, playback and requests mean, and tells `listener` (see
+    interaction_events) what happened, so the protocol layer only translates.
+
+    - Audio (16 kHz) is buffered; with `turn_taking` set, the monitor's VAD runs over it. Speech
+      start marks the context as needed soon; half the ending silence preloads it; speech stop
+      commits the speech as a user item and, with `create_response`, starts a reply.
+    - In a pipeline that transcribes, the ASR stage hears speech from its start (and its prefix
+      padding) as it comes, and the commit at speech stop closes it; committed audio it did not
+      hear so (a manual commit, an item's audio) is transcribed whole. `listener` gets every
+      UserTranscript (partials only with `partial_transcripts` configured: each is a pass over
+      all the speech so far, CPU nobody needs unless the client shows them).
+    - Speech over reply audio that is generating or unplayed is a barge-in: with
+      `interrupt_response`, a generating reply is cancelled in every stage, one still playing is
+      cut, and either way the context keeps the reply tokens whose audio was heard.
+    - Reply audio is recorded as delivered when it leaves (`listener` gets it); acks move the
+      played position; the stages are told each change.
+    Every method runs on the event loop thread; ValueError/KeyError report a request that cannot
+    be honoured, with nothing changed.
+    """
+
+    def __init__(self, session: Session, monitor: SessionMonitor,
+                 make_detector: Callable[[TurnDetectionConfig | SemanticTurnConfig], object],
+                 listener: Callable[[InteractionEvent], None], clock: Callable[[], float]) -> None:
+        self.session, self.monitor, self.listener, self.clock = session, monitor, listener, clock
+        self.make_detector = make_detector
+        self.turn_taking: TurnTaking | None = None
+        self.response_defaults = TurnRequest()
+        self.buffer = SpeechBuffer(MAX_UNCOMMITTED_S)
+        self.response: Response | None = None
+        self._turns: dict[str, Turn] = {}  # assistant item -> the turn that generated it
+        self._speech: tuple[str, float] | None = None  # (item id, start ms) of the speech in progress
+        self._heard: Transcription | None = None  # the speech in progress at the ASR stage
+        self.partial_transcripts = False
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    def configure(self, turn_taking: TurnTaking | None, response_defaults: TurnRequest,
+                  partial_transcripts: bool = False) -> None:
+        """Turn detection (None: the client commits), the request of replies speech starts, and whether
+        speech is transcribed as it comes (partial transcripts) where the pipeline transcribes."""
+        if turn_taking != self.turn_taking and turn_taking is not None:
+            self.monitor.detector = self.make_detector(turn_taking.detection)
+        self.turn_taking, self.response_defaults = turn_taking, response_defaults
+        self.partial_transcripts = partial_transcripts
+
+    # input audio
+
+    async def feed_audio(self, pcm16k: np.ndarray) -> None:
+        """Buffer the user's audio (ValueError, nothing kept, past MAX_UNCOMMITTED_S) and detect turns in it;
+        a feed the detector calls costly (over its `inline_samples`) runs on a worker thread, so other sessions go
+        on meanwhile."""
+        self.buffer.append(pcm16k)
+        detector = self.monitor.detector
+        if self._heard is not None:
+            self._heard.append(pcm16k, pausing=self.turn_taking is not None and detector.is_pausing)
+        if self.turn_taking is None:
+            return
+        found = (detector.feed(pcm16k) if len(pcm16k) <= detector.inline_samples
+                 else await asyncio.to_thread(detector.feed, pcm16k))
+        for turn_event in found:  # one at a time: speech that resumes right after a turn ends cuts the reply it started
+            for event in self.monitor.observe([turn_event]):
+                self._on_vad(event)
+        if self._speech is None:  # silence before any speech: only the prefix padding may be committed
+            self.buffer.forget_before(self.buffer.total_ms - self.turn_taking.prefix_padding_ms - SILENCE_KEPT_MS)
+
+    def commit_audio(self, item_id: str | None = None) -> str:
+        """The buffered audio becomes a user item; its id."""
+        item_id = item_id or new_id("item")
+        self._drop_heard()  # it heard from the speech's start, the commit takes the whole buffer
+        self._commit(self.buffer.take(), item_id)
+        return item_id
+
+    def clear_audio(self) -> None:
+        self._drop_heard()
+        self.buffer.clear()
+
+    def _drop_heard(self) -> None:
+        if self._heard is not None:
+            self._heard.abort()
+            self._heard = None
+
+    def _on_vad(self, event) -> None:
+        turn_taking = self.turn_taking
+        if isinstance(event, SpeechStarted):
+            self._speech = (new_id("item"), event.audio_start_ms)
+            self._hear(*self._speech)
+            self.session.speech_started()
+            self.listener(SpeechBegan(event.audio_start_ms, self._speech[0]))
+        elif isinstance(event, BargeIn) and turn_taking.interrupt_response:
+            self._barge_in()
+        elif isinstance(event, SpeechPaused):
+            lead_s = turn_taking.detection.silence_duration_ms / 2000
+            self.session.speech_paused(lead_s)
+            if self._heard is not None:
+                self._heard.pause(lead_s)
+        elif isinstance(event, SpeechStopped):
+            item_id, start_ms = self._speech or (new_id("item"), None)
+            self._speech = None
+            self.listener(SpeechEnded(event.audio_end_ms, item_id))
+            heard, self._heard = self._heard, None  # it heard this speech from its start
+            self._commit(self.buffer.take(from_ms=start_ms), item_id, heard)
+            if turn_taking.create_response:
+                self._respond()
+
+    def _hear(self, item_id: str, start_ms: float) -> None:
+        """Transcribe the speech that started at `start_ms` as it comes (a pipeline that transcribes)."""
+        self._drop_heard()
+        if self.session.pipeline.geometry.transcribes:
+            self._heard = self.session.transcribe(item_id, self.listener, self.partial_transcripts)
+            self._heard.append(self.buffer.peek(from_ms=start_ms))
+
+    def _respond(self) -> None:
+        if self.response is not None:
+            self.listener(Refused("conversation_already_has_active_response", "a response is already in progress"))
+        else:
+            self.start_response(self.response_defaults, self.clock())
+
+    def _commit(self, audio: np.ndarray, item_id: str, heard: Transcription | None = None) -> None:
+        """The commit is reported before `heard` closes: closing may give its final transcript at once,
+        and that fills the committed item."""
+        self.listener(AudioCommitted(item_id))
+        if heard is not None:
+            heard.append(None, close=True)
+        self.add_user_item(item_id, audio, "", heard)
+
+    # conversation items
+
+    def add_user_item(self, item_id: str, audio: np.ndarray | None, text: str, heard: Transcription | None = None) -> None:
+        """Append a user message; UserItemReady or UserItemRejected follows once it is in context (or not).
+        `heard`: its speech, already at the ASR stage."""
+        task = self.session.add_user_item(item_id, audio, text, heard, self.listener)
+        task.add_done_callback(lambda done: self._user_item_done(done, item_id))
+        self._track(task)
+
+    def _user_item_done(self, task: asyncio.Task, item_id: str) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        self.listener(UserItemReady(item_id) if error is None else UserItemRejected(item_id, str(error)))
+
+    def delete_item(self, item_id: str) -> bool:
+        """Remove an item from the context (ValueError while a reply is generated); whether it was there."""
+        if self.response is not None and self.response.item_id == item_id:
+            raise ValueError("the item of the response in progress cannot be deleted")
+        return self.session.context.delete(item_id)
+
+    def set_instructions(self, instructions: str) -> None:
+        self.session.context.set_instructions(instructions)
+
+    # responses
+
+    def start_response(self, request: TurnRequest, turn_end: float) -> str:
+        """Generate a reply into a new assistant item (ValueError if one is in progress); its id."""
+        if self.response is not None:
+            raise ValueError("a response is already in progress")
+        item_id = new_id("item")
+        turn = self.session.start_turn(request, item_id)
+        self.response = Response(item_id, turn, request.speak)
+        self._turns[item_id] = turn
+        if request.speak:
+            self.monitor.playback.start_item(item_id)
+        self.listener(ResponseStarted(item_id, request, turn_end))
+        self._track(asyncio.ensure_future(self._pump(self.response)))
+        return item_id
+
+    def cancel_response(self, reason: str = "client_cancelled") -> None:
+        """Stop the reply in progress where playback stands (ValueError if there is none)."""
+        if self.response is None:
+            raise ValueError("there is no response in progress to cancel")
+        self._interrupt(reason)
+
+    async def _pump(self, response: Response) -> None:
+        events, done = response.turn.events, None
+        while done is None:
+            batch = [await events.get()]
+            batch.extend(events.get_nowait() for _ in range(events.qsize()))
+            done = self._hand_on(response, batch)
+        self._end(response, done)
+
+    def _hand_on(self, response: Response, batch: list) -> TurnDone | None:
+        """The events that queued by one wake-up on to the listener (none once the reply is cut); the
+        stages hear of the audio among them once. The TurnDone that ends the batch, if it does."""
+        done = batch.pop() if isinstance(batch[-1], TurnDone) else None
+        delivered = False
+        for event in batch:
+            if response.cancel_reason is not None:
+                break
+            if isinstance(event, AudioDelta):
+                self.monitor.playback.delivered(event.duration_ms)
+                delivered = True
+            self.listener(event)
+        if delivered:
+            self.report_playback()
+        return done
+
+    def _end(self, response: Response, done: TurnDone) -> None:
+        if response.speak:
+            self.monitor.playback.finish_generation()
+        if self.response is response:
+            self.response = None
+        turn = response.turn
+        request_ids = {StageKind.THINKER: turn.session.thinker_id, **(turn.ids if response.speak else {})}
+        self.listener(ResponseEnded(response.item_id, done, response.cancel_reason, request_ids, self.clock()))
+
+    def _barge_in(self) -> None:
+        if self.response is not None:
+            self._interrupt("turn_detected")
+            return
+        item_id = self.monitor.playback.item_id
+        if item_id in self._turns:  # the reply finished generating but is still playing
+            heard = self.monitor.playback.played_ms()
+            self.session.context.truncate_heard(item_id, heard)
+            self._truncated(item_id, int(heard), heard)
+
+    def _interrupt(self, reason: str, heard_ms: float | None = None) -> None:
+        response = self.response
+        if response is None or response.cancel_reason is not None:
+            return
+        heard = self.monitor.playback.played_ms() if heard_ms is None else heard_ms
+        response.cancel_reason = reason
+        self.session.cancel_turn(heard if response.speak else None)
+        if reason == "turn_detected" and response.speak:
+            self._truncated(response.item_id, int(heard), heard)
+
+    def truncate_item(self, item_id: str, audio_end_ms: int | float) -> None:
+        """The client cut assistant item `item_id` at `audio_end_ms` of its audio (KeyError: not in context)."""
+        response = self.response
+        if response is not None and response.item_id == item_id and response.cancel_reason is None:
+            self._interrupt("client_cancelled", heard_ms=float(audio_end_ms))
+        else:
+            self.session.context.truncate_heard(item_id, float(audio_end_ms))
+        self._truncated(item_id, audio_end_ms, float(audio_end_ms))
+
+    def _truncated(self, item_id: str, audio_end_ms: int | float, heard_ms: float) -> None:
+        self.monitor.playback.truncate(heard_ms)
+        turn = self._turns.get(item_id)
+        self.listener(ItemTruncated(item_id, audio_end_ms, heard_ms, None if turn is None else turn.unheard(heard_ms)))
+
+    # duplex
+
+    def open_duplex(self, listener: Callable) -> object:
+        """Stream every frame of input into the session's duplex request (see DuplexStream)."""
+        self.clear_audio()
+        return self.session.open_duplex(listener)
+
+    def close_duplex(self) -> None:
+        self.session.close_duplex()
+
+    # playback
+
+    def ack_playback(self, played_ms: float, item_id: str | None = None) -> None:
+        """The client has played `played_ms` of the current reply item (a stale item's ack is ignored)."""
+        if self.monitor.playback.ack(played_ms, item_id):
+            self.report_playback()
+
+    @property
+    def num_underruns(self) -> int:
+        """Times the user's playback ran dry while a reply was still coming (the real-time model)."""
+        return self.monitor.playback.num_underruns
+
+    def report_playback(self) -> None:
+        """Tell the stages where the user's playback of the current reply stands."""
+        now, playback = self.clock(), self.monitor.playback
+        self.session.note_playback(playback.first_audio_sent, now + playback.buffer_ms(now) / 1000)
+
+    # lifetime
+
+    def _track(self, task: asyncio.Task) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """The one teardown path: a reply in progress is cancelled (`session_closed`), the session freed."""
+        if self.response is not None and self.response.cancel_reason is None:
+            self.response.cancel_reason = "session_closed"
+        self._drop_heard()
+        self.session.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,224 @@
+"""One session's thinker context: segments, one per conversation item, resident in one thinker request."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+
+from orchestrator.datapath.request_id import RequestId
+from orchestrator.interaction.events import ContextFull
+from orchestrator.interaction.next_use import NextUseEstimator
+from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
+from stages.kinds import StageKind
+from stages.plan import StageOutput
+from stages.requests import ThinkerRequest, TurnInput
+
+if TYPE_CHECKING:
+    from orchestrator.pipeline import Pipeline, Voice
+
+SYSTEM_ITEM = "system"
+
+
+class ActiveTurn(Protocol):
+    """What the context needs of the turn generating into it (a Turn)."""
+
+    @property
+    def is_generating(self) -> bool: ...
+
+    def cancel(self, heard_ms: float | None = None) -> None: ...
+
+    def on_output(self, kind: str, output: StageOutput) -> None: ...
+
+
+@dataclass
+class ContextSegment:
+    """The thinker positions one conversation item occupies, with its embedding overrides."""
+
+    item_id: str
+    token_ids: list[int]
+    embeds: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    is_closed: bool = True  # ends with <|im_end|>
+    spoken: list[int] = field(default_factory=list)  # indices of tokens that became audio, in order
+    voice: Voice | None = None  # how its audio maps back to its spoken tokens (None: it was not spoken)
+
+    def keep_for_heard(self, heard_tokens: int) -> int:
+        """Tokens of this segment to keep when only `heard_tokens` spoken tokens were heard."""
+        if heard_tokens >= len(self.spoken):
+            return len(self.token_ids)
+        return self.spoken[heard_tokens]
+
+    def cut(self, keep: int) -> None:
+        """Keep the first `keep` tokens; the segment is then open (no <|im_end|>)."""
+        del self.token_ids[keep:]
+        self.spoken = [i for i in self.spoken if i < keep]
+        self.is_closed = False
+
+
+class SessionContext:
+    """Owns a session's resident thinker request and the segments that make up its context.
+
+    Context edits run in the order they were requested: each reserves its place
+    with `reserve_edit` when it is created, waits for the edit before it, and
+    releases its own place when done, with why it failed (None: it did not). A user item enters the context only between
+    generations; a turn holds its place until its thinker generation ends. Edits at
+    the tail truncate the resident KV in place; edits further back rebuild the
+    context (a new thinker request recomputes it), which is refused while a reply
+    is being generated. A context the thinker stage lost (its request failed: the
+    stage died) is rebuilt the next time it is used (`revive`).
+    """
+
+    def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator) -> None:
+        self.session_id = session_id
+        self.pipeline = pipeline
+        self.next_use = next_use
+        self.thinker_id = RequestId(session_id, StageKind.THINKER, 0)
+        self.num_rebuilds = 0
+        self.segments: list[ContextSegment] = []
+        self.active_turn: ActiveTurn | None = None
+        self.num_turns = 0
+        self.is_lost = False
+        self._last_edit: asyncio.Future | None = None
+
+    def reserve_edit(self) -> tuple[asyncio.Future | None, asyncio.Future]:
+        """(the previous edit's completion, this edit's completion to resolve when done)."""
+        previous, mine = self._last_edit, asyncio.get_running_loop().create_future()
+        self._last_edit = mine
+        return previous, mine
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.segments)
+
+    @property
+    def needs_close(self) -> bool:
+        return bool(self.segments) and not self.segments[-1].is_closed
+
+    def segment(self, item_id: str) -> ContextSegment | None:
+        return next((s for s in self.segments if s.item_id == item_id), None)
+
+    def append_segment(self, segment: ContextSegment) -> None:
+        """Add a segment after the others (closing the one before); ContextFull if it does not fit."""
+        total, limit = self.num_tokens + len(segment.token_ids), self.pipeline.geometry.max_position
+        if total >= limit:
+            raise ContextFull(f"the context would reach {total} tokens, the model's maximum is {limit}")
+        if self.segments:
+            self.segments[-1].is_closed = True
+        self.segments.append(segment)
+
+    def start(self, instructions: str = "") -> None:
+        """A new resident thinker request holding the session's segments (first the system message, if any;
+        ContextFull, nothing changed, if it does not fit)."""
+        system = self._system(instructions)
+        if system is not None:
+            self.segments.insert(0, system)
+        tokenizer, bus = self.pipeline.tokenizer, self.pipeline.bus
+        stop_ids = frozenset({tokenizer.im_end_id, tokenizer.endoftext_id})
+        request = ThinkerRequest(self.thinker_id, bus.clock(), stop_ids, self.pipeline.geometry.max_position)
+        bus.own(self.thinker_id, self)
+        bus.submit(StageKind.THINKER, AddRequest(request))
+        if self.segments:
+            ids, embeds = [], []
+            for segment in self.segments:
+                embeds += [(len(ids) + offset, rows) for offset, rows in segment.embeds]
+                ids += segment.token_ids
+            bus.submit(StageKind.THINKER, AppendInput(self.thinker_id, TurnInput(ids, embeds)))
+
+    def set_instructions(self, instructions: str) -> None:
+        """Replace the system message (the context is rebuilt; ContextFull, nothing changed, if it does not fit)."""
+        self._check_editable()
+        system = self._system(instructions)
+        others = [s for s in self.segments if s.item_id != SYSTEM_ITEM]
+        self.segments = ([system] if system else []) + others
+        self._restart()
+
+    def _system(self, instructions: str) -> ContextSegment | None:
+        ids, limit = self.pipeline.template.system(instructions), self.pipeline.geometry.max_position
+        if not ids:
+            return None
+        if len(ids) >= limit:
+            raise ContextFull(f"the instructions take {len(ids)} tokens, the model's context {limit}")
+        return ContextSegment(SYSTEM_ITEM, ids)
+
+    def delete(self, item_id: str) -> bool:
+        segment = self.segment(item_id)
+        if segment is None:
+            return False
+        self._check_editable()
+        self.segments.remove(segment)
+        self._restart()
+        return True
+
+    def truncate(self, item_id: str, keep_tokens: int) -> None:
+        """Cut an item's segment to its first `keep_tokens` tokens (never lengthens it)."""
+        segment = self._segment(item_id)
+        if keep_tokens < len(segment.token_ids):
+            if segment is not self.segments[-1]:
+                self._check_editable()  # before anything changes
+            segment.cut(keep_tokens)
+            self.edited(segment)
+
+    def truncate_heard(self, item_id: str, heard_ms: float) -> None:
+        """Cut an assistant item to the tokens heard by `heard_ms` of its audio (see its `voice`; an item
+        that was not spoken keeps them all)."""
+        segment = self._segment(item_id)
+        if segment.voice is not None:
+            self.truncate(item_id, segment.keep_for_heard(segment.voice.heard_tokens(len(segment.spoken), heard_ms)))
+
+    def edited(self, segment: ContextSegment) -> None:
+        """Bring the thinker's resident context in line with an edited segment."""
+        if segment is self.segments[-1]:
+            self.pipeline.bus.submit(StageKind.THINKER, StopGeneration(self.thinker_id, self.num_tokens))
+        else:
+            self._check_editable()
+            self._restart()
+
+    def publish_next_use(self) -> None:
+        """Tell the stages when the context is needed next (see NextUseEstimator)."""
+        self.pipeline.bus.board.publish_next_use(self.thinker_id, self.next_use.hint(self.pipeline.clock()))
+
+    def close(self) -> None:
+        """Cancel the active turn and free the context in every stage."""
+        if self.active_turn is not None:
+            self.active_turn.cancel()
+        self.pipeline.bus.disown(self.thinker_id)
+        self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
+
+    def _segment(self, item_id: str) -> ContextSegment:
+        segment = self.segment(item_id)
+        if segment is None:
+            raise KeyError(f"item {item_id!r} is not in the context")
+        return segment
+
+    def _check_editable(self) -> None:
+        if self.active_turn is not None and self.active_turn.is_generating:
+            raise ValueError("the conversation cannot be edited while a response is being generated")
+
+    def _restart(self) -> None:
+        self.pipeline.bus.disown(self.thinker_id)
+        self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
+        self.num_rebuilds += 1
+        self.thinker_id = RequestId(self.session_id, StageKind.THINKER, self.num_rebuilds)
+        self.start()
+
+    def revive(self) -> None:
+        """Rebuild the context in a new thinker request if the stage lost it (call before appending to it)."""
+        if self.is_lost:
+            self.is_lost = False
+            self._restart()
+
+    def on_output(self, kind: str, output: StageOutput) -> None:
+        if output.error is not None and output.request_id == self.thinker_id:
+            self.is_lost = True
+        if self.active_turn is not None:
+            self.active_turn.on_output(kind, output)
+
+    def turn_started(self, turn: ActiveTurn) -> None:
+        self.active_turn = turn
+        self.num_turns += 1
+
+    def turn_ended(self, turn: ActiveTurn) -> None:
+        if self.active_turn is turn:
+            self.active_turn = None

@@ -1,0 +1,127 @@
+"""One session's work in the pipeline: its context, its turns, its duplex stream, what the stages know of it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import numpy as np
+
+from orchestrator.duplex.hub import DuplexHub
+from orchestrator.duplex.stream import DuplexEvent, DuplexStream
+from orchestrator.interaction.events import UserTranscript
+from orchestrator.interaction.next_use import NextUseEstimator
+from orchestrator.pipeline import Pipeline
+from orchestrator.session.context import SYSTEM_ITEM, SessionContext
+from orchestrator.session.events import TurnRequest
+from orchestrator.session.transcription import Transcription
+from orchestrator.session.turn import Turn
+from orchestrator.session.user_input import UserInput
+from stages.commands import SpeechPaused, SpeechStarted
+from stages.kinds import StageKind
+
+
+class Session:
+    """A session's mechanisms, without judgement: what to do when is the InteractionController's.
+
+    All methods run on the event loop. `context` is the session's thinker context; at most one
+    turn is active at a time. The stages are kept told what they may use: each reply's playback
+    (`note_playback`), when the context is needed next, and speech hints for KV preload.
+    """
+
+    def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator, duplex: DuplexHub,
+                 on_close: Callable[[], None] = lambda: None) -> None:
+        self.session_id = session_id
+        self.pipeline = pipeline
+        self.context = SessionContext(session_id, pipeline, next_use)
+        self.next_use = next_use
+        self._duplex = duplex
+        self._on_close = on_close
+
+    @property
+    def active_turn(self) -> Turn | None:
+        return self.context.active_turn
+
+    def start(self, instructions: str = "") -> None:
+        self.context.start(instructions)
+
+    def add_user_item(self, item_id: str, audio: np.ndarray | None = None, text: str = "",
+                      speech: Transcription | None = None,
+                      on_transcript: Callable[[UserTranscript], None] = lambda transcript: None) -> asyncio.Task:
+        """Append a user message (16 kHz audio and/or text); the task resolves once it is in context.
+
+        In a pipeline that transcribes, the item's speech is what the ASR stage hears: `speech`, its
+        request already fed (while the user spoke), or else `audio`, transcribed now; every
+        transcript of it goes to `on_transcript`."""
+        self.next_use.on_user_input(self.pipeline.clock())
+        self.context.publish_next_use()
+        if speech is None and audio is not None and len(audio) and self.pipeline.geometry.transcribes:
+            speech = self.transcribe(item_id, on_transcript)
+            speech.append(audio, close=True)
+        if speech is not None:
+            audio = None
+        return asyncio.ensure_future(UserInput(self.pipeline, self.context, item_id, audio, text, speech).run())
+
+    def transcribe(self, item_id: str, on_text: Callable[[UserTranscript], None],
+                   partials: bool = False) -> Transcription:
+        """A new ASR request for user item `item_id`'s speech (with `partials`, partial transcripts as
+        often as the ASR stage's `partial_every_s` says); ValueError if the pipeline has no ASR stage."""
+        geometry = self.pipeline.geometry
+        if not geometry.transcribes:
+            raise ValueError("this pipeline transcribes no speech: its graph has no asr stage")
+        every = geometry.asr_partial_every_s if partials else None
+        return Transcription(self.pipeline.bus, self.session_id, item_id, on_text, every)
+
+    def start_turn(self, request: TurnRequest, item_id: str | None = None) -> Turn:
+        """Generate a reply after every earlier item has entered the context."""
+        context = self.context
+        if context.active_turn is not None:
+            raise ValueError(f"session {self.session_id!r} already has an active turn")
+        turn_id = f"{self.session_id}/turn{context.num_turns}"
+        turn = Turn(turn_id, item_id or turn_id, context, request, self.pipeline)
+        context.turn_started(turn)
+        self.next_use.on_turn_started(self.pipeline.clock())
+        context.publish_next_use()
+        asyncio.ensure_future(turn.run())
+        return turn
+
+    def cancel_turn(self, heard_ms: float | None = None) -> bool:
+        """Stop the active reply, keeping in context what was heard (everything routed if None)."""
+        turn = self.context.active_turn
+        if turn is not None:
+            turn.cancel(heard_ms)
+        return turn is not None
+
+    def note_playback(self, started: bool, drained_at: float) -> None:
+        """The current reply's playback: started, and the clock time its delivered audio runs out."""
+        if started:
+            self.next_use.on_playback(drained_at)
+            self.context.publish_next_use()
+        if self.context.active_turn is not None:
+            self.context.active_turn.on_playback(started, drained_at)
+
+    def speech_started(self) -> None:
+        """The user started speaking: their next turn needs the context soon (protect and preload its KV)."""
+        self.next_use.on_speech_started(self.pipeline.clock())
+        self.context.publish_next_use()
+        self.pipeline.bus.submit(StageKind.THINKER, SpeechStarted(self.context.thinker_id, self.next_use.lead_s))
+
+    def speech_paused(self, lead_s: float) -> None:
+        """The user went quiet: unless they go on, the turn ends in `lead_s` (the KV may come back now)."""
+        self.pipeline.bus.submit(StageKind.THINKER, SpeechPaused(self.context.thinker_id, lead_s))
+
+    def open_duplex(self, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
+        """Start the session's full-duplex stream; its context starts with the system message, if any."""
+        if StageKind.ENCODER not in self.pipeline.geometry.graph.kinds:
+            raise ValueError("full duplex streams audio into the thinker through an encoder; this pipeline has none")
+        prefix = [t for s in self.context.segments if s.item_id == SYSTEM_ITEM for t in s.token_ids]
+        return self._duplex.open(self.session_id, prefix, listener)
+
+    def close_duplex(self) -> None:
+        self._duplex.close(self.session_id)
+
+    def close(self) -> None:
+        """Stop everything of the session and free it in every stage."""
+        self.close_duplex()
+        self.context.close()
+        self._on_close()

@@ -1,0 +1,104 @@
+"""A user item's speech at the ASR stage: what the user said, as text for the thinker's context."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import numpy as np
+
+from orchestrator.datapath.request_id import RequestId
+from orchestrator.datapath.stage_bus import StageBus
+from orchestrator.interaction.events import UserTranscript
+from stages.commands import AbortRequest, AddRequest, AppendInput, SpeechPaused
+from stages.kinds import StageKind
+from stages.models.asr_whisper import SAMPLE_RATE
+from stages.plan import StageOutput
+from stages.requests import ASRRequest, Transcript
+
+
+class Transcription:
+    """One ASR request (see ASRRequest): the speech of user item `item_id`, 16 kHz, appended as it
+    comes (from the user's first word, while they speak) and closed at its end.
+
+    Every transcript the stage gives goes to `on_text` as a UserTranscript (partials every
+    `partial_every_s` of new speech, None: none; then the final); `text()` awaits the final, or
+    raises RuntimeError if the stage failed it. `abort()` drops the request (nothing more is
+    reported). Audio appended while the user `pausing` is held back: it goes to the stage when
+    speech resumes, and the silence that ends the speech never does, so no partial pass starts on
+    it and runs while the final one waits. A final is the text of a pass that read all the speech
+    sent, so when the pause's pass read it all (before or after the close), the final is that text
+    at once: it does not wait for a step of the stage, which may be another session's pass (the
+    stage's request is dropped). Runs on the event loop.
+    """
+
+    def __init__(self, bus: StageBus, session_id: str, item_id: str, on_text: Callable[[UserTranscript], None],
+                 partial_every_s: float | None = None) -> None:
+        self.bus, self.item_id, self.on_text = bus, item_id, on_text
+        self.request_id = RequestId(session_id, StageKind.ASR, item_id)
+        self._final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._held: list[np.ndarray] = []  # audio of a pause the speech may end with
+        self._num_sent = 0  # samples sent to the stage
+        self._is_closed = False
+        self._last: Transcript | None = None  # the stage's latest partial
+        bus.own(self.request_id, self)
+        bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
+
+    def append(self, pcm16k: np.ndarray | None, close: bool = False, pausing: bool = False) -> None:
+        if pausing and pcm16k is not None and not close:
+            self._held.append(pcm16k)
+            return
+        if self._held and not close:
+            pcm16k = np.concatenate([*self._held, *([] if pcm16k is None else [pcm16k])])
+        self._held = []
+        if self._final.done() or not (close or (pcm16k is not None and len(pcm16k))):
+            return
+        self._num_sent += 0 if pcm16k is None else len(pcm16k)
+        self._is_closed = self._is_closed or close
+        if not (close and self._last is not None and self._finish_with(self._last)):
+            self.bus.submit(StageKind.ASR, AppendInput(self.request_id, pcm16k, close=close))
+
+    def pause(self, lead_s: float) -> None:
+        """The user went quiet (their turn ends in `lead_s` unless they go on): transcribe what they said."""
+        if not self._final.done():
+            self.bus.submit(StageKind.ASR, SpeechPaused(self.request_id, lead_s))
+
+    async def text(self) -> str:
+        return await asyncio.shield(self._final)
+
+    def abort(self) -> None:
+        if not self._final.done():
+            self._final.cancel()
+            self.bus.submit(StageKind.ASR, AbortRequest(self.request_id))
+        self.bus.disown(self.request_id)
+
+    def on_output(self, kind: str, output: StageOutput) -> None:
+        if self._final.done():
+            return
+        if output.error is not None:
+            self.bus.disown(self.request_id)
+            self._final.set_exception(RuntimeError(f"asr stage: {output.error}"))
+            return
+        transcript: Transcript | None = output.payload
+        if transcript is None:
+            return
+        if transcript.is_final:
+            self._report(transcript)
+        elif not (self._is_closed and self._finish_with(transcript)):
+            self._last = transcript
+            self._report(transcript)
+
+    def _finish_with(self, last: Transcript) -> bool:
+        """The final from `last` if it read all the speech sent (then the stage's request is dropped)."""
+        if last.num_samples != self._num_sent:
+            return False
+        self.bus.submit(StageKind.ASR, AbortRequest(self.request_id))
+        self._report(Transcript(last.text, True, last.num_samples))
+        return True
+
+    def _report(self, transcript: Transcript) -> None:
+        self.on_text(UserTranscript(self.item_id, transcript.text, transcript.is_final,
+                                    transcript.num_samples / SAMPLE_RATE))
+        if transcript.is_final:
+            self.bus.disown(self.request_id)
+            self._final.set_result(transcript.text)
