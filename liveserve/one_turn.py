@@ -53,7 +53,8 @@ async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: 
         session = orch.open_session("cli")
         started = time.monotonic()
         session.add_user_item("user0", audio, text)
-        return await collect_turn(session, request, started, orch.geometry.sample_rate)
+        voice = orch.geometry.voice
+        return await collect_turn(session, request, started, None if voice is None else voice.sample_rate)
     finally:
         await orch.stop()
 

@@ -46,7 +46,7 @@ class UserInput:
             if self.speech is not None:
                 said = await self.speech.text()
                 self.text = " ".join(part for part in (said, self.text) if part)
-            if self.audio is not None and len(self.audio) and StageKind.ENCODER not in self.pipeline.geometry.graph.kinds:
+            if self.audio is not None and len(self.audio) and not self.pipeline.geometry.encodes:
                 raise ValueError("this pipeline takes no audio: its graph has no encoder")
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:

@@ -76,7 +76,7 @@ def test_a_reply_cut_while_its_first_segment_plays_keeps_the_words_heard():
         return turn, heard_ms, reply_text(orch, turn)
 
     turn, heard_ms, kept = asyncio.run(voice_session(scenario))
-    spoken = turn.spoken_text
+    spoken = turn.reply.spoken_text
     start, stop, _ = spoken.segments[0]
     cut = spoken.heard_chars(heard_ms)
     assert start < cut < stop and spoken.text[cut].isspace()  # within the first segment, at a word's end
@@ -97,13 +97,13 @@ def test_truncating_a_finished_reply_keeps_the_words_of_the_audio_heard(where):
         while not isinstance(event := await asyncio.wait_for(turn.events.get(), 60), TurnDone):
             events.append(event)
         text = "".join(e.text for e in events if isinstance(e, TextDelta))
-        (_, stop0, samples0), (start1, stop1, samples1) = turn.spoken_text.segments[:2]
+        (_, stop0, samples0), (start1, stop1, samples1) = turn.reply.spoken_text.segments[:2]
         heard_ms = 1000 * (samples0 if where.startswith("end") else samples0 + samples1 / 2) / 24000
         session.context.truncate_heard(turn.item_id, heard_ms)
         return text, reply_text(orch, turn), turn, (stop0, start1, stop1)
 
     text, kept, turn, (stop0, start1, stop1) = asyncio.run(voice_session(scenario))
-    assert turn.status == "incomplete" and text == turn.spoken_text.text
+    assert turn.status == "incomplete" and text == turn.reply.spoken_text.text
     if where.startswith("end"):
         assert kept.rstrip() == text[:stop0]
     else:

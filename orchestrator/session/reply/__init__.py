@@ -1,0 +1,1 @@
+"""How a reply becomes audio, one strategy per pipeline shape (see base.Reply; shapes in registry.py)."""
