@@ -4,7 +4,7 @@ A leaf package: imports nothing of LiveServe's and takes frozen dataclasses.
 """
 from monitor.playback import PlaybackTracker
 from monitor.semantic_turn import EAGERNESS_NAMES, SemanticTurnConfig, SemanticTurnDetector
-from monitor.session_monitor import BargeIn, InteractionSnapshot, MonitorEvent, SessionMonitor
+from monitor.session_monitor import BargeIn, MonitorEvent, SessionMonitor
 from monitor.silero import SileroVAD, VoiceConfidence
 from monitor.smart_turn import SmartTurn, TurnCompletion
 from monitor.turn_detector import (
@@ -14,7 +14,6 @@ from monitor.turn_detector import (
 __all__ = [
     "BargeIn",
     "EAGERNESS_NAMES",
-    "InteractionSnapshot",
     "MonitorEvent",
     "PlaybackTracker",
     "SemanticTurnConfig",

@@ -91,7 +91,7 @@ class Orchestrator:
                          instructions: str = "") -> InteractionController:
         """A new session behind its interaction controller (which tells `listener` what happens)."""
         session = self.open_session(session_id, instructions)
-        monitor = SessionMonitor(session_id, self.make_detector(TurnDetectionConfig()), self.clock)
+        monitor = SessionMonitor(self.make_detector(TurnDetectionConfig()), self.clock)
         return InteractionController(session, monitor, self.make_detector, listener, self.clock)
 
     def make_detector(self, config: TurnDetectionConfig | SemanticTurnConfig) -> TurnDetector:

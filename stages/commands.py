@@ -44,10 +44,10 @@ class StopGeneration:
 
 
 @dataclass(frozen=True)
-class SpeechStarted:
-    """The user of a resident request started speaking; its next turn is expected in about `lead_s`.
+class KVProtectHint:
+    """A resident request is needed again in about `lead_s` (its user started speaking).
 
-    The stage protects the request's KV and, when preload is on at speech start,
+    The stage keeps the request's KV on the device and, when preload is on at speech start,
     starts bringing offloaded KV back in the background.
     """
 
@@ -56,10 +56,11 @@ class SpeechStarted:
 
 
 @dataclass(frozen=True)
-class SpeechPaused:
-    """The user of a resident request went quiet: unless they go on, their turn ends in `lead_s`.
+class TurnEndingHint:
+    """A request's input may be complete in `lead_s`, unless more comes (its user went quiet).
 
-    When preload is on at pauses, the stage starts bringing offloaded KV back then.
+    When preload is on at pauses, the stage starts bringing offloaded KV back then; an ASR
+    request transcribes what it has at once.
     """
 
     request_id: str
@@ -73,7 +74,7 @@ class Wake:
     request_id: str = ""
 
 
-Command = AddRequest | AppendInput | AbortRequest | StopGeneration | SpeechStarted | SpeechPaused | Wake
+Command = AddRequest | AppendInput | AbortRequest | StopGeneration | KVProtectHint | TurnEndingHint | Wake
 
 
 def queued_batches(commands: queue.SimpleQueue, wait_s: float = 0.0) -> Iterator[list[Command]]:

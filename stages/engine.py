@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from stages.commands import (
-    AbortRequest, AddRequest, AppendInput, Command, SpeechPaused, SpeechStarted, StopGeneration, Wake, queued_batches,
+    AbortRequest, AddRequest, AppendInput, Command, KVProtectHint, StopGeneration, TurnEndingHint, Wake, queued_batches,
 )
 from stages.engine_thread import EngineThread
 from stages.plan import RunnerOutput, SchedulerPlan, StageOutput
@@ -149,9 +149,9 @@ class StageEngine(EngineThread):
                 scheduler.add(command.request)
             elif isinstance(command, AbortRequest):
                 scheduler.abort(command.request_id)
-            elif isinstance(command, SpeechStarted):
+            elif isinstance(command, KVProtectHint):
                 scheduler.speech_started(command.request_id, command.lead_s)
-            elif isinstance(command, SpeechPaused):
+            elif isinstance(command, TurnEndingHint):
                 scheduler.speech_paused(command.request_id, command.lead_s)
             elif command.request_id in scheduler.requests:
                 self._apply_to_request(command)

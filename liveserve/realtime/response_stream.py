@@ -21,6 +21,11 @@ class ResponseStream:
     `open(previous_item_id)` announces it; `forward` sends a delta; `close(done, cancel_reason)` ends
     it, counting the turn's work (and `on_unheard(item, unheard)` the work a cut left unheard). Times
     are `clock`'s (the orchestrator's).
+
+    Not folded into the reply's other objects: in the Realtime API a response is not its item (its own
+    id, status and settings, echoed in response.created and response.done, and an output list of
+    items), and it ends at response.done while its Item stays in the conversation; the reply's Turn
+    is the orchestrator's generation, which the protocol layer does not see.
     """
 
     def __init__(self, item: Item, settings: SessionSettings, turn_end: float, emit: Emit, dialect: Dialect,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from orchestrator.interaction.events import (
     UserItemRejected,
 )
 from orchestrator.interaction.ids import new_id
+from orchestrator.interaction.recent_replies import RecentReplies
 from orchestrator.interaction.speech_buffer import SpeechBuffer
 from orchestrator.interaction.turn_taking import TurnTaking
 from orchestrator.session.events import AudioDelta, TurnDone, TurnRequest
@@ -43,16 +43,6 @@ from stages.kinds import StageKind
 
 MAX_UNCOMMITTED_S = 120.0  # of input audio held per session before a commit
 SILENCE_KEPT_MS = 1000.0  # while nobody speaks, beyond the prefix padding
-
-
-@dataclass
-class Response:
-    """The reply being generated: its item, its turn, and why it was cut (None while it is not)."""
-
-    item_id: str
-    turn: Turn
-    speak: bool
-    cancel_reason: str | None = None
 
 
 class InteractionController:
@@ -70,6 +60,8 @@ class InteractionController:
     - Speech over reply audio that is generating or unplayed is a barge-in: with
       `interrupt_response`, a generating reply is cancelled in every stage, one still playing is
       cut, and either way the context keeps the reply tokens whose audio was heard.
+    - A reply is its Turn: `turn` while it generates (with `cancel_reason` once it is cut), then
+      among `replies`, the latest few a truncation may still measure; older turns are released.
     - Reply audio is recorded as delivered when it leaves (`listener` gets it); acks move the
       played position; the stages are told each change.
     Every method runs on the event loop thread; ValueError/KeyError report a request that cannot
@@ -84,8 +76,9 @@ class InteractionController:
         self.turn_taking: TurnTaking | None = None
         self.response_defaults = TurnRequest()
         self.buffer = SpeechBuffer(MAX_UNCOMMITTED_S)
-        self.response: Response | None = None
-        self._turns: dict[str, Turn] = {}  # assistant item -> the turn that generated it
+        self.turn: Turn | None = None  # of the reply being generated, until it ends
+        self.cancel_reason: str | None = None  # why `turn` was cut (None while it is not)
+        self.replies = RecentReplies()  # the latest replies' turns, by assistant item, for truncations
         self._speech: tuple[str, float] | None = None  # (item id, start ms) of the speech in progress
         self._heard: Transcription | None = None  # the speech in progress at the ASR stage
         self.partial_transcripts = False
@@ -171,7 +164,7 @@ class InteractionController:
             self._heard.append(self.buffer.peek(from_ms=start_ms))
 
     def _respond(self) -> None:
-        if self.response is not None:
+        if self.turn is not None:
             self.listener(Refused("conversation_already_has_active_response", "a response is already in progress"))
         else:
             self.start_response(self.response_defaults, self.clock())
@@ -201,7 +194,7 @@ class InteractionController:
 
     def delete_item(self, item_id: str) -> bool:
         """Remove an item from the context (ValueError while a reply is generated); whether it was there."""
-        if self.response is not None and self.response.item_id == item_id:
+        if self.turn is not None and self.turn.item_id == item_id:
             raise ValueError("the item of the response in progress cannot be deleted")
         return self.session.context.delete(item_id)
 
@@ -212,39 +205,40 @@ class InteractionController:
 
     def start_response(self, request: TurnRequest, turn_end: float) -> str:
         """Generate a reply into a new assistant item (ValueError if one is in progress); its id."""
-        if self.response is not None:
+        if self.turn is not None:
             raise ValueError("a response is already in progress")
         item_id = new_id("item")
         turn = self.session.start_turn(request, item_id)
-        self.response = Response(item_id, turn, request.speak)
-        self._turns[item_id] = turn
-        if request.speak:
+        self.turn, self.cancel_reason = turn, None
+        self.replies.add(turn)
+        if turn.request.speak:
             self.monitor.playback.start_item(item_id)
         self.listener(ResponseStarted(item_id, request, turn_end))
-        self._track(asyncio.ensure_future(self._pump(self.response)))
+        self._track(asyncio.ensure_future(self._pump(turn)))
         return item_id
 
     def cancel_response(self, reason: str = "client_cancelled") -> None:
         """Stop the reply in progress where playback stands (ValueError if there is none)."""
-        if self.response is None:
+        if self.turn is None:
             raise ValueError("there is no response in progress to cancel")
         self._interrupt(reason)
 
-    async def _pump(self, response: Response) -> None:
-        events, done = response.turn.events, None
+    async def _pump(self, turn: Turn) -> None:
+        """Hand `turn`'s events on until its TurnDone; it stays `self.turn` until then."""
+        events, done = turn.events, None
         while done is None:
             batch = [await events.get()]
             batch.extend(events.get_nowait() for _ in range(events.qsize()))
-            done = self._hand_on(response, batch)
-        self._end(response, done)
+            done = self._hand_on(batch)
+        self._end(turn, done)
 
-    def _hand_on(self, response: Response, batch: list) -> TurnDone | None:
+    def _hand_on(self, batch: list) -> TurnDone | None:
         """The events that queued by one wake-up on to the listener (none once the reply is cut); the
         stages hear of the audio among them once. The TurnDone that ends the batch, if it does."""
         done = batch.pop() if isinstance(batch[-1], TurnDone) else None
         delivered = False
         for event in batch:
-            if response.cancel_reason is not None:
+            if self.cancel_reason is not None:
                 break
             if isinstance(event, AudioDelta):
                 self.monitor.playback.delivered(event.duration_ms)
@@ -254,39 +248,36 @@ class InteractionController:
             self.report_playback()
         return done
 
-    def _end(self, response: Response, done: TurnDone) -> None:
-        if response.speak:
+    def _end(self, turn: Turn, done: TurnDone) -> None:
+        if turn.request.speak:
             self.monitor.playback.finish_generation()
-        if self.response is response:
-            self.response = None
-        turn = response.turn
-        request_ids = {StageKind.THINKER: turn.session.thinker_id, **(turn.ids if response.speak else {})}
-        self.listener(ResponseEnded(response.item_id, done, response.cancel_reason, request_ids, self.clock()))
+        cancel_reason, self.turn, self.cancel_reason = self.cancel_reason, None, None
+        request_ids = {StageKind.THINKER: self.session.context.thinker_id, **turn.ids}
+        self.listener(ResponseEnded(turn.item_id, done, cancel_reason, request_ids, self.clock()))
 
     def _barge_in(self) -> None:
-        if self.response is not None:
+        if self.turn is not None:
             self._interrupt("turn_detected")
             return
         item_id = self.monitor.playback.item_id
-        if item_id in self._turns:  # the reply finished generating but is still playing
+        if self.replies.get(item_id) is not None:  # the reply finished generating but is still playing
             heard = self.monitor.playback.played_ms()
             self.session.context.truncate_heard(item_id, heard)
             self._truncated(item_id, int(heard), heard)
 
     def _interrupt(self, reason: str, heard_ms: float | None = None) -> None:
-        response = self.response
-        if response is None or response.cancel_reason is not None:
+        turn = self.turn
+        if turn is None or self.cancel_reason is not None:
             return
         heard = self.monitor.playback.played_ms() if heard_ms is None else heard_ms
-        response.cancel_reason = reason
-        self.session.cancel_turn(heard if response.speak else None)
-        if reason == "turn_detected" and response.speak:
-            self._truncated(response.item_id, int(heard), heard)
+        self.cancel_reason = reason
+        self.session.cancel_turn(heard if turn.request.speak else None)
+        if reason == "turn_detected" and turn.request.speak:
+            self._truncated(turn.item_id, int(heard), heard)
 
     def truncate_item(self, item_id: str, audio_end_ms: int | float) -> None:
         """The client cut assistant item `item_id` at `audio_end_ms` of its audio (KeyError: not in context)."""
-        response = self.response
-        if response is not None and response.item_id == item_id and response.cancel_reason is None:
+        if self.turn is not None and self.turn.item_id == item_id and self.cancel_reason is None:
             self._interrupt("client_cancelled", heard_ms=float(audio_end_ms))
         else:
             self.session.context.truncate_heard(item_id, float(audio_end_ms))
@@ -294,7 +285,7 @@ class InteractionController:
 
     def _truncated(self, item_id: str, audio_end_ms: int | float, heard_ms: float) -> None:
         self.monitor.playback.truncate(heard_ms)
-        turn = self._turns.get(item_id)
+        turn = self.replies.get(item_id)
         self.listener(ItemTruncated(item_id, audio_end_ms, heard_ms, None if turn is None else turn.unheard(heard_ms)))
 
     # duplex
@@ -332,8 +323,8 @@ class InteractionController:
 
     async def close(self) -> None:
         """The one teardown path: a reply in progress is cancelled (`session_closed`), the session freed."""
-        if self.response is not None and self.response.cancel_reason is None:
-            self.response.cancel_reason = "session_closed"
+        if self.turn is not None and self.cancel_reason is None:
+            self.cancel_reason = "session_closed"
         self._drop_heard()
         self.session.close()
         for task in list(self._tasks):

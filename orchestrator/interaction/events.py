@@ -87,7 +87,7 @@ class ResponseEnded:
 class ItemTruncated:
     """Assistant item `item_id` was cut where playback stood (`heard_ms`; `audio_end_ms` as asked), its
     context kept to what was heard; `unheard` is the work generated beyond it (None for an item no
-    turn of this session generated)."""
+    turn of this session generated, or one older than the replies kept: see RecentReplies)."""
 
     item_id: str
     audio_end_ms: int | float

@@ -17,7 +17,8 @@ from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
 
 if TYPE_CHECKING:
-    from orchestrator.pipeline import Pipeline, Voice
+    from orchestrator.pipeline import Pipeline
+    from orchestrator.session.reply.base import Voice
 
 SYSTEM_ITEM = "system"
 
@@ -68,6 +69,10 @@ class SessionContext:
     context (a new thinker request recomputes it), which is refused while a reply
     is being generated. A context the thinker stage lost (its request failed: the
     stage died) is rebuilt the next time it is used (`revive`).
+
+    Segments are the model's side of the conversation, keyed by the item ids the client sees; the
+    client's side (items announced before they are in here, or that never enter) is the protocol
+    layer's (liveserve.realtime.conversation says why the two stay).
     """
 
     def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator) -> None:

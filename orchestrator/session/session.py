@@ -17,7 +17,7 @@ from orchestrator.session.events import TurnRequest
 from orchestrator.session.transcription import Transcription
 from orchestrator.session.turn import Turn
 from orchestrator.session.user_input import UserInput
-from stages.commands import SpeechPaused, SpeechStarted
+from stages.commands import KVProtectHint, TurnEndingHint
 from stages.kinds import StageKind
 
 
@@ -104,15 +104,15 @@ class Session:
         """The user started speaking: their next turn needs the context soon (protect and preload its KV)."""
         self.next_use.on_speech_started(self.pipeline.clock())
         self.context.publish_next_use()
-        self.pipeline.bus.submit(StageKind.THINKER, SpeechStarted(self.context.thinker_id, self.next_use.lead_s))
+        self.pipeline.bus.submit(StageKind.THINKER, KVProtectHint(self.context.thinker_id, self.next_use.lead_s))
 
     def speech_paused(self, lead_s: float) -> None:
         """The user went quiet: unless they go on, the turn ends in `lead_s` (the KV may come back now)."""
-        self.pipeline.bus.submit(StageKind.THINKER, SpeechPaused(self.context.thinker_id, lead_s))
+        self.pipeline.bus.submit(StageKind.THINKER, TurnEndingHint(self.context.thinker_id, lead_s))
 
     def open_duplex(self, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
         """Start the session's full-duplex stream; its context starts with the system message, if any."""
-        if StageKind.ENCODER not in self.pipeline.geometry.graph.kinds:
+        if not self.pipeline.geometry.encodes:
             raise ValueError("full duplex streams audio into the thinker through an encoder; this pipeline has none")
         prefix = [t for s in self.context.segments if s.item_id == SYSTEM_ITEM for t in s.token_ids]
         return self._duplex.open(self.session_id, prefix, listener)

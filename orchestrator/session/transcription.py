@@ -10,7 +10,7 @@ import numpy as np
 from orchestrator.datapath.request_id import RequestId
 from orchestrator.datapath.stage_bus import StageBus
 from orchestrator.interaction.events import UserTranscript
-from stages.commands import AbortRequest, AddRequest, AppendInput, SpeechPaused
+from stages.commands import AbortRequest, AddRequest, AppendInput, TurnEndingHint
 from stages.kinds import StageKind
 from stages.models.asr_whisper import SAMPLE_RATE
 from stages.plan import StageOutput
@@ -61,7 +61,7 @@ class Transcription:
     def pause(self, lead_s: float) -> None:
         """The user went quiet (their turn ends in `lead_s` unless they go on): transcribe what they said."""
         if not self._final.done():
-            self.bus.submit(StageKind.ASR, SpeechPaused(self.request_id, lead_s))
+            self.bus.submit(StageKind.ASR, TurnEndingHint(self.request_id, lead_s))
 
     async def text(self) -> str:
         return await asyncio.shield(self._final)

@@ -34,7 +34,8 @@ class VllmThinkerEngine(EngineThread):
     its request and goes out as a ThinkerStep (with no hidden state). A generation LiveServe ends
     (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM; one vLLM ends first
     (its max_model_len) ends with vLLM's reason. A command a request rejects, and a failed vLLM step,
-    become error outputs; the engine keeps running. With a `policy` (the engine built `ordered`), it orders
+    become error outputs; the engine keeps running. KVProtectHint and TurnEndingHint change nothing:
+    vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it orders
     vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
     looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
     (fcfs). The engine thread computes with the thread count of the thread that builds this, as vLLM set it

@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 
 from orchestrator.datapath.stage_graph import Edge, StageGraph
+from orchestrator.interaction.recent_replies import MEASURED_REPLIES
 from stages.commands import AbortRequest, AppendInput, StopGeneration
 from stages.config import SchedulerConfig
 from stages.kinds import StageKind
@@ -44,7 +45,7 @@ async def spoken_reply_playing(h: InteractionHarness, finished: bool = False) ->
     assert encoder_id.generation == item  # the user item's audio is being encoded
     h.stages.encode(encoder_id, 8, WIDTH)  # the user item enters the context
     await h.settle()
-    turn = h.controller.response.turn
+    turn = h.controller.turn
     h.stages.think(h.thinker_id, turn.turn_id, [10, 11, 12, 13], WIDTH, finish="length" if finished else None)
     h.stages.speak(turn.ids["talker"], 8, finished=finished)
     await h.settle()
@@ -100,7 +101,7 @@ def test_speech_resuming_in_the_audio_that_ended_the_turn_cuts_the_reply_it_star
     assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
     assert h.of_type("conversation.item.truncated")[0]["item_id"] == reply
     assert h.of_type("error") == []
-    assert h.controller.response is None  # the speech's own turn may be answered
+    assert h.controller.turn is None  # the speech's own turn may be answered
 
 
 def test_speech_over_a_reply_that_is_still_playing_cuts_it_where_playback_was():
@@ -235,7 +236,7 @@ def test_audio_routed_before_the_session_wakes_goes_out_whole_and_in_order():
         encoder_id, = h.stages.added("encoder")
         h.stages.encode(encoder_id, 8, WIDTH)
         await h.settle()
-        turn = h.controller.response.turn
+        turn = h.controller.turn
         h.stages.think(h.thinker_id, turn.turn_id, [10, 11, 12, 13], WIDTH)
         h.stages.speak(turn.ids["talker"], 8)
         await h.settle()
@@ -283,3 +284,24 @@ def test_a_final_transcript_from_the_pause_fills_the_committed_item():
     assert completed and types.index("input_audio_buffer.committed") < types.index(completed[0]["type"])
     user_done = next(e for e in h.of_type("conversation.item.done") if e["item"]["role"] == "user")
     assert user_done["item"]["content"] == [{"type": "input_audio", "transcript": "What is the capital of France?"}]
+
+
+def test_a_long_session_keeps_only_its_latest_replies_turns():
+    async def scenario(h):
+        await h.client("conversation.item.create", item={"type": "message", "role": "user",
+                                                         "content": [{"type": "input_text", "text": "Hi."}]})
+        h.stages.encode_the_rest(4, WIDTH)
+        items = []
+        for _ in range(3 * MEASURED_REPLIES):  # one reply after another, each completed
+            await h.client("response.create", response={"output_modalities": ["text"]})
+            turn = h.controller.turn
+            items.append(turn.item_id)
+            h.stages.think(h.thinker_id, turn.turn_id, [10], WIDTH, finish="stop")
+            await h.settle()
+            assert h.controller.turn is None and len(h.controller.replies) <= MEASURED_REPLIES  # the bound
+        return items, h.controller.replies, h.of_type("response.done")
+
+    items, replies, done = run(scenario)
+    assert len(done) == 3 * MEASURED_REPLIES and {d["response"]["status"] for d in done} == {"completed"}
+    kept = [item for item in items if replies.get(item) is not None]
+    assert kept == items[-MEASURED_REPLIES:]  # the latest replies, a truncation may still measure them

@@ -40,10 +40,10 @@ async def a_recorded_session(h: InteractionHarness) -> None:
                                                      "content": [{"type": "input_text", "text": "And then?"}]})
     await h.client("response.create", response={"output_modalities": ["text"], "max_output_tokens": 2,
                                                  "instructions": None, "metadata": {"client_event_id": "c1"}})
-    h.stages.think(h.thinker_id, h.controller.response.turn.turn_id, [10, 11], WIDTH, finish="length")
+    h.stages.think(h.thinker_id, h.controller.turn.turn_id, [10, 11], WIDTH, finish="length")
     await h.settle()
     await h.client("response.create")  # a spoken reply, cancelled by the client
-    turn = h.controller.response.turn
+    turn = h.controller.turn
     h.stages.think(h.thinker_id, turn.turn_id, [12, 13], WIDTH)
     h.stages.speak(turn.ids["talker"], 4)
     await h.settle()

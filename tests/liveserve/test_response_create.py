@@ -24,8 +24,8 @@ def responses(*bodies: dict) -> list[dict]:
                                                              "content": [{"type": "input_text", "text": "Hi."}]})
             for body in bodies:
                 await h.client("response.create", response=body)
-                if h.controller.response is not None:
-                    h.stages.think(h.thinker_id, h.controller.response.turn.turn_id, [10], WIDTH, finish="stop")
+                if h.controller.turn is not None:
+                    h.stages.think(h.thinker_id, h.controller.turn.turn_id, [10], WIDTH, finish="stop")
                     await h.settle()
             return h.events
     return asyncio.run(scenario())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lab.prometheus import parse_metrics
 from liveserve.realtime.metrics import ServerMetrics
-from stages.commands import AddRequest, SpeechPaused, SpeechStarted
+from stages.commands import AddRequest, KVProtectHint, TurnEndingHint
 from stages.config import SamplingParams, SchedulerConfig
 from stages.factory import build_engine
 from stages.interaction import InteractionView, PlaybackState
@@ -92,8 +92,8 @@ def test_kv_tier_figures_are_exported_for_stages_with_a_host_tier():
         for _ in range(5):
             tiered.step()  # the session goes dormant and is written back
         tiered.scheduler.kv.tier.wait_for_transfer(5.0)
-        tiered.submit(SpeechStarted("s", lead_s=1.0))
-        tiered.submit(SpeechPaused("s", lead_s=0.25))  # resident: nothing to preload
+        tiered.submit(KVProtectHint("s", lead_s=1.0))
+        tiered.submit(TurnEndingHint("s", lead_s=0.25))  # resident: nothing to preload
         tiered.step()
         counters = tiered.status().kv_counters
         samples = parse_metrics(ServerMetrics(lambda: [tiered.status(), plain.status()]).render().decode())

@@ -8,7 +8,7 @@ SPEECH = [0.9] * 5 + [0.0] * 16  # onset at 0 ms, stop after 512 ms of silence (
 
 def make_monitor(scripted_vad, clock, script):
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
-    return SessionMonitor("s1", detector, clock)
+    return SessionMonitor(detector, clock)
 
 
 def feed_windows(monitor, num_windows):
@@ -18,9 +18,7 @@ def feed_windows(monitor, num_windows):
 def test_speech_without_a_reply_is_no_barge_in(scripted_vad, clock):
     monitor = make_monitor(scripted_vad, clock, SPEECH)
     clock.t = 4.0
-    assert feed_windows(monitor, 21) == [SpeechStarted(0), SpeechPaused(160), SpeechStopped(160)]
-    assert (monitor.num_speech_starts, monitor.num_speech_stops, monitor.num_barge_ins) == (1, 1, 0)  # a pause is no stop
-    assert monitor.last_speech_start == 4.0
+    assert feed_windows(monitor, 21) == [SpeechStarted(0), SpeechPaused(160), SpeechStopped(160)]  # no BargeIn
 
 
 def test_speech_while_reply_is_generated_before_first_audio_is_barge_in(scripted_vad, clock):
@@ -37,7 +35,6 @@ def test_speech_while_reply_audio_is_unplayed_is_barge_in(scripted_vad, clock):
     clock.t = 1.5
     events = feed_windows(monitor, 1)
     assert events == [SpeechStarted(0), BargeIn(0, pytest.approx(1500))]
-    assert monitor.snapshot().num_barge_ins == 1
 
 
 def test_speech_after_reply_finished_playing_is_no_barge_in(scripted_vad, clock):
@@ -56,11 +53,10 @@ def test_speech_after_truncated_reply_is_no_barge_in(scripted_vad, clock):
     clock.t = 1.0
     assert BargeIn(0, pytest.approx(1000)) in feed_windows(monitor, 21)
     monitor.playback.truncate()  # the caller cancels the reply
-    assert feed_windows(monitor, 21) == [SpeechStarted(672), SpeechPaused(832), SpeechStopped(832)]
-    assert monitor.num_barge_ins == 1
+    assert feed_windows(monitor, 21) == [SpeechStarted(672), SpeechPaused(832), SpeechStopped(832)]  # no BargeIn
 
 
-def test_snapshot_reports_playback_and_speech(scripted_vad, clock):
+def test_the_monitor_reports_playback_and_speech(scripted_vad, clock):
     monitor = make_monitor(scripted_vad, clock, SPEECH)
     playback = monitor.playback
     playback.start_item("r1")
@@ -68,12 +64,11 @@ def test_snapshot_reports_playback_and_speech(scripted_vad, clock):
     clock.t = 0.5
     playback.delivered(300)  # 300 ms underrun; dry at 0.8
     clock.t = 0.6
-    feed_windows(monitor, 2)  # speaking, barge-in at 0.6
-    snap = monitor.snapshot(now=0.7)
-    assert snap.session_id == "s1"
-    assert snap.playback_buffer_ms == pytest.approx(100)
-    assert (snap.first_audio_sent, snap.is_playing, snap.is_generating, snap.is_speaking) == (True, True, True, True)
-    assert (snap.num_barge_ins, snap.last_speech_start) == (1, 0.6)
-    assert (snap.num_underruns, snap.underrun_ms_total, snap.max_underrun_ms) == (1, pytest.approx(300), pytest.approx(300))
-    assert snap.stall_ms == 0
-    assert monitor.snapshot(now=1.0).stall_ms == pytest.approx(200)
+    assert feed_windows(monitor, 2) == [SpeechStarted(0), BargeIn(0, pytest.approx(300))]  # speaking over the reply
+    assert playback.buffer_ms(0.7) == pytest.approx(100)
+    assert (playback.first_audio_sent, playback.is_playing(0.7), playback.is_generating) == (True, True, True)
+    assert monitor.detector.is_speaking
+    assert (playback.num_underruns, playback.underrun_ms_total, playback.max_underrun_ms) == (
+        1, pytest.approx(300), pytest.approx(300))
+    assert playback.stall_ms(0.7) == 0
+    assert playback.stall_ms(1.0) == pytest.approx(200)

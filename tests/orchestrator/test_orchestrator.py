@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.datapath.stage_graph import Edge, StageGraph
 from orchestrator.orchestrator import Orchestrator
-from orchestrator.session.events import AudioDelta, TextDelta, TurnDone, TurnRequest, TurnUsage, UnheardWork
+from orchestrator.session.events import AudioDelta, TextDelta, TurnDone, TurnRequest, UnheardWork
 from stages.kinds import StageKind
 
 
@@ -223,21 +223,6 @@ def test_barge_in_keeps_only_what_was_heard(pipeline):
     assert usage.vocoder_frames * 1920 == usage.audio_samples
 
 
-def test_unheard_work_counts_what_had_not_started_playing(pipeline):
-    orch = Orchestrator(pipeline)  # 2 codec frames per spoken token, 80 ms per frame
-    # 7 generated tokens, of which positions 0, 1, 3, 4 were spoken (8 codec frames, 6 vocoded so far).
-    usage, spoken = TurnUsage(text_tokens=7, codec_frames=8, vocoder_frames=6), [0, 1, 3, 4]
-    # Nothing played: all of it is unheard.
-    assert orch.geometry.unheard(usage, spoken, 0.0) == UnheardWork(0.0, 7, 8, 6)
-    # 160 ms: frames 0-1 had started (spoken token 1); the cut keeps position 0, frame 2 onwards is unheard.
-    assert orch.geometry.unheard(usage, spoken, 160.0) == UnheardWork(160.0, 6, 6, 4)
-    # 170 ms: frame 2 had started too, so spoken token 2 (position 1) counts as heard; positions 0-2 stay.
-    assert orch.geometry.heard_tokens(len(spoken), 170.0) == 2
-    assert orch.geometry.unheard(usage, spoken, 170.0) == UnheardWork(170.0, 4, 5, 3)
-    # Everything played: nothing is unheard.
-    assert orch.geometry.unheard(usage, spoken, 10_000.0) == UnheardWork(10_000.0, 0, 0, 0)
-
-
 def test_unheard_work_of_a_finished_reply_survives_later_cuts(pipeline):
     async def scenario():
         orch = Orchestrator(pipeline)
@@ -290,7 +275,7 @@ def test_deleting_an_earlier_item_rebuilds_the_context(pipeline):
 
 
 def test_a_pause_in_the_users_speech_reaches_the_thinker(pipeline):
-    from stages.commands import SpeechPaused
+    from stages.commands import TurnEndingHint
 
     async def scenario():
         orch = Orchestrator(pipeline)
@@ -307,7 +292,7 @@ def test_a_pause_in_the_users_speech_reaches_the_thinker(pipeline):
             await orch.stop()
 
     sent, thinker_id = run(scenario())
-    assert [c for c in sent if isinstance(c, SpeechPaused)] == [SpeechPaused(thinker_id, 0.25)]
+    assert [c for c in sent if isinstance(c, TurnEndingHint)] == [TurnEndingHint(thinker_id, 0.25)]
 
 
 def test_a_pipeline_that_hears_and_writes_answers_speech_in_text(pipeline, speech_16k):

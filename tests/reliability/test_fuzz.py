@@ -85,15 +85,15 @@ async def completes_a_text_turn(h: InteractionHarness) -> dict:
     """Whatever the fuzz left: duplex off, turns by hand, text out; then a turn must complete."""
     await h.client("session.update", session={"liveserve": {"duplex": False}, "output_modalities": ["text"],
                                               "audio": {"input": {"turn_detection": None}}})
-    if h.controller.response is not None:
+    if h.controller.turn is not None:
         await h.client("response.cancel")
-    assert h.controller.response is None
+    assert h.controller.turn is None
     h.stages.encode_the_rest(4, 64)  # the fuzz's audio items, if any, enter the context
     await h.settle()
     await h.client("conversation.item.create", item={"role": "user", "content": [{"type": "input_text",
                                                                                   "text": "Still there?"}]})
     await h.client("response.create", response={"max_output_tokens": 2})
-    turn = h.controller.response.turn
+    turn = h.controller.turn
     h.stages.think(h.thinker_id, turn.turn_id, [10, 11], 64, finish="length")
     await h.settle()
     return h.of_type("response.done")[-1]["response"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stages.commands import AddRequest, AppendInput, SpeechPaused
+from stages.commands import AddRequest, AppendInput, TurnEndingHint
 from stages.requests import ASRRequest
 from tests.conftest import read_fixture
 from tests.stages.speech_harness import asr_engine, word_error_rate
@@ -62,7 +62,7 @@ def test_a_pause_transcribes_the_speech_so_far_and_the_final_is_that_text_withou
     text, bound = CLIPS["q_capital_espeak_24k.wav"]
     audio = read_fixture("q_capital_espeak_24k.wav")
     asr.engine.submit_all([AddRequest(ASRRequest("p", 0.0, partial_every_s=None)), AppendInput("p", audio),
-                           SpeechPaused("p", 0.25)])
+                           TurnEndingHint("p", 0.25)])
     paused = asr.drain(max_steps=1)[0].payload
     assert not paused.is_final and word_error_rate(text, paused.text) <= bound, paused.text
     passes = []
