@@ -10,7 +10,6 @@ import torch
 
 from orchestrator.datapath.request_id import RequestId
 from orchestrator.interaction.events import ContextFull
-from orchestrator.interaction.next_use import NextUseEstimator
 from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
 from stages.kinds import StageKind
 from stages.plan import StageOutput
@@ -32,6 +31,8 @@ class ActiveTurn(Protocol):
     def cancel(self, heard_ms: float | None = None) -> None: ...
 
     def on_output(self, kind: str, output: StageOutput) -> None: ...
+
+    def publish_playback(self) -> None: ...
 
 
 @dataclass
@@ -75,10 +76,9 @@ class SessionContext:
     layer's (liveserve.realtime.conversation says why the two stay).
     """
 
-    def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator) -> None:
+    def __init__(self, session_id: str, pipeline: Pipeline) -> None:
         self.session_id = session_id
         self.pipeline = pipeline
-        self.next_use = next_use
         self.thinker_id = RequestId(session_id, StageKind.THINKER, 0)
         self.num_rebuilds = 0
         self.segments: list[ContextSegment] = []
@@ -179,10 +179,6 @@ class SessionContext:
         else:
             self._check_editable()
             self._restart()
-
-    def publish_next_use(self) -> None:
-        """Tell the stages when the context is needed next (see NextUseEstimator)."""
-        self.pipeline.bus.board.publish_next_use(self.thinker_id, self.next_use.hint(self.pipeline.clock()))
 
     def close(self) -> None:
         """Cancel the active turn and free the context in every stage."""

@@ -10,6 +10,7 @@ import numpy as np
 from orchestrator.duplex.hub import DuplexHub
 from orchestrator.duplex.stream import DuplexEvent, DuplexStream
 from orchestrator.interaction.events import UserTranscript
+from orchestrator.interaction.interaction_state import InteractionState
 from orchestrator.interaction.next_use import NextUseEstimator
 from orchestrator.pipeline import Pipeline
 from orchestrator.session.context import SYSTEM_ITEM, SessionContext
@@ -25,16 +26,17 @@ class Session:
     """A session's mechanisms, without judgement: what to do when is the InteractionController's.
 
     All methods run on the event loop. `context` is the session's thinker context; at most one
-    turn is active at a time. The stages are kept told what they may use: each reply's playback
-    (`note_playback`), when the context is needed next, and speech hints for KV preload.
+    turn is active at a time. `interaction` owns what the stages are told of the interaction (the
+    reply's playback, when the context is needed next); speech hints for KV preload go from here.
     """
 
     def __init__(self, session_id: str, pipeline: Pipeline, next_use: NextUseEstimator, duplex: DuplexHub,
                  on_close: Callable[[], None] = lambda: None) -> None:
         self.session_id = session_id
         self.pipeline = pipeline
-        self.context = SessionContext(session_id, pipeline, next_use)
-        self.next_use = next_use
+        self.context = SessionContext(session_id, pipeline)
+        self.interaction = InteractionState(next_use, pipeline.bus.board, pipeline.clock,
+                                            lambda: self.context.thinker_id, self._publish_reply_playback)
         self._duplex = duplex
         self._on_close = on_close
 
@@ -53,8 +55,7 @@ class Session:
         In a pipeline that transcribes, the item's speech is what the ASR stage hears: `speech`, its
         request already fed (while the user spoke), or else `audio`, transcribed now; every
         transcript of it goes to `on_transcript`."""
-        self.next_use.on_user_input(self.pipeline.clock())
-        self.context.publish_next_use()
+        self.interaction.on_user_input()
         if speech is None and audio is not None and len(audio) and self.pipeline.geometry.transcribes:
             speech = self.transcribe(item_id, on_transcript)
             speech.append(audio, close=True)
@@ -78,10 +79,9 @@ class Session:
         if context.active_turn is not None:
             raise ValueError(f"session {self.session_id!r} already has an active turn")
         turn_id = f"{self.session_id}/turn{context.num_turns}"
-        turn = Turn(turn_id, item_id or turn_id, context, request, self.pipeline)
+        turn = Turn(turn_id, item_id or turn_id, context, request, self.pipeline, self.interaction)
         context.turn_started(turn)
-        self.next_use.on_turn_started(self.pipeline.clock())
-        context.publish_next_use()
+        self.interaction.on_turn_started()
         asyncio.ensure_future(turn.run())
         return turn
 
@@ -92,19 +92,14 @@ class Session:
             turn.cancel(heard_ms)
         return turn is not None
 
-    def note_playback(self, started: bool, drained_at: float) -> None:
-        """The current reply's playback: started, and the clock time its delivered audio runs out."""
-        if started:
-            self.next_use.on_playback(drained_at)
-            self.context.publish_next_use()
+    def _publish_reply_playback(self) -> None:
         if self.context.active_turn is not None:
-            self.context.active_turn.on_playback(started, drained_at)
+            self.context.active_turn.publish_playback()
 
     def speech_started(self) -> None:
         """The user started speaking: their next turn needs the context soon (protect and preload its KV)."""
-        self.next_use.on_speech_started(self.pipeline.clock())
-        self.context.publish_next_use()
-        self.pipeline.bus.submit(StageKind.THINKER, KVProtectHint(self.context.thinker_id, self.next_use.lead_s))
+        self.interaction.on_speech_started()
+        self.pipeline.bus.submit(StageKind.THINKER, KVProtectHint(self.context.thinker_id, self.interaction.lead_s))
 
     def speech_paused(self, lead_s: float) -> None:
         """The user went quiet: unless they go on, the turn ends in `lead_s` (the KV may come back now)."""

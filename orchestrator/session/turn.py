@@ -19,6 +19,7 @@ from stages.plan import StageOutput
 from stages.requests import ThinkerStep, TurnInput
 
 if TYPE_CHECKING:
+    from orchestrator.interaction.interaction_state import InteractionState
     from orchestrator.pipeline import Pipeline
 
 STATUS_BY_REASON = {"stop": "completed", "length": "incomplete"}
@@ -36,8 +37,10 @@ class Turn:
     `unheard(heard_ms)` measures the work generated beyond that point.
     """
 
-    def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, pipeline: Pipeline):
+    def __init__(self, turn_id: str, item_id: str, session: SessionContext, request: TurnRequest, pipeline: Pipeline,
+                 interaction: InteractionState):
         self.turn_id, self.item_id, self.session, self.request = turn_id, item_id, session, request
+        self.interaction = interaction
         self.pipeline, self.bus, self.geometry = pipeline, pipeline.bus, pipeline.geometry
         self.events: asyncio.Queue[TurnEvent] = asyncio.Queue()
         self.usage = TurnUsage()
@@ -48,7 +51,6 @@ class Turn:
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self.reply = new_reply(self.geometry.voice, request.speak, session.session_id, session.num_turns, self.bus,
                                self.usage)
-        self._playback = (False, 0.0)  # (started, clock time the delivered audio runs out)
         self._previous_edit, self._edit_done = session.reserve_edit()
 
     @property
@@ -101,17 +103,13 @@ class Turn:
             self._on_reply_stage(kind, output)
         else:
             self._on_thinker(output.payload)
-        self._publish_playback()
+        self.publish_playback()
 
-    def on_playback(self, started: bool, drained_at: float) -> None:
-        """The user's playback of this reply: started, and when the delivered audio runs out."""
-        self._playback = (started, drained_at)
-        self._publish_playback()
-
-    def _publish_playback(self) -> None:
-        """Tell the stages how far ahead of the user's playback each of this reply's requests is."""
+    def publish_playback(self) -> None:
+        """Tell the stages how far ahead of the user's playback (the interaction's `playback`) each of
+        this reply's requests is; nothing before the reply started or after the turn ended."""
         if not self.is_done and self.segment is not None:
-            self.reply.publish_playback(self.session.thinker_id, *self._playback)
+            self.reply.publish_playback(self.session.thinker_id, *self.interaction.playback)
 
     def _on_thinker(self, step: ThinkerStep | None) -> None:
         if step is None or step.tag != self.turn_id:
@@ -182,8 +180,7 @@ class Turn:
     def _release_context(self) -> None:
         if not self._generating.done():
             self._generating.set_result(None)
-            self.session.next_use.on_generation_end(self.bus.clock())
-            self.session.publish_next_use()
+            self.interaction.on_generation_end()
 
     def _emit(self, event: TurnEvent) -> None:
         self.events.put_nowait(event)

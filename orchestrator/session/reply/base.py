@@ -77,8 +77,9 @@ class Reply(ABC):
       usage it was given (codec_frames, vocoder_frames, audio_samples); `is_finished` turns True when
       the last stage's request finished.
     - `publish_playback(thinker_id, started, drained_at)`: tell the stages, through the bus's board,
-      how far ahead of the user's playback (started; the clock time the delivered audio runs out)
-      the thinker request `thinker_id` and each request of the path are.
+      how far ahead of the user's playback (started; the clock time the delivered audio runs out: the
+      session's InteractionState.playback) the thinker request `thinker_id` and each request of the
+      path are. Called after each stage output and each playback fact, until the turn ends.
     - `abort()`: stop every request of the path (the turn was cancelled or failed).
 
     Heard audio, pure (during and after the turn; later context cuts do not change it):
