@@ -39,7 +39,6 @@ from orchestrator.session.events import AudioDelta, TurnDone, TurnRequest
 from orchestrator.session.session import Session
 from orchestrator.session.transcription import Transcription
 from orchestrator.session.turn import Turn
-from stages.kinds import StageKind
 
 MAX_UNCOMMITTED_S = 120.0  # of input audio held per session before a commit
 SILENCE_KEPT_MS = 1000.0  # while nobody speaks, beyond the prefix padding
@@ -252,8 +251,7 @@ class InteractionController:
         if turn.request.speak:
             self.monitor.playback.finish_generation()
         cancel_reason, self.turn, self.cancel_reason = self.cancel_reason, None, None
-        request_ids = {StageKind.THINKER: self.session.context.thinker_id, **turn.ids}
-        self.listener(ResponseEnded(turn.item_id, done, cancel_reason, request_ids, self.clock()))
+        self.listener(ResponseEnded(turn.item_id, done, cancel_reason, turn.request_ids, self.clock()))
 
     def _barge_in(self) -> None:
         if self.turn is not None:

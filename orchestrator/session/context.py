@@ -10,7 +10,7 @@ import torch
 
 from orchestrator.datapath.request_id import RequestId
 from orchestrator.interaction.events import ContextFull
-from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
+from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
 from stages.kinds import StageKind
 from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
@@ -94,6 +94,15 @@ class SessionContext:
         return previous, mine
 
     @property
+    def request_ids(self) -> dict[StageKind, RequestId]:
+        """The session's requests in the stages that the context owns, by kind: its thinker request."""
+        return {StageKind.THINKER: self.thinker_id}
+
+    def submit(self, command: Command) -> None:
+        """Hand `command` (about the thinker request) to the thinker stage."""
+        self.pipeline.bus.submit(StageKind.THINKER, command)
+
+    @property
     def num_tokens(self) -> int:
         return sum(len(s.token_ids) for s in self.segments)
 
@@ -123,13 +132,13 @@ class SessionContext:
         stop_ids = frozenset({tokenizer.im_end_id, tokenizer.endoftext_id})
         request = ThinkerRequest(self.thinker_id, bus.clock(), stop_ids, self.pipeline.geometry.max_position)
         bus.own(self.thinker_id, self)
-        bus.submit(StageKind.THINKER, AddRequest(request))
+        self.submit(AddRequest(request))
         if self.segments:
             ids, embeds = [], []
             for segment in self.segments:
                 embeds += [(len(ids) + offset, rows) for offset, rows in segment.embeds]
                 ids += segment.token_ids
-            bus.submit(StageKind.THINKER, AppendInput(self.thinker_id, TurnInput(ids, embeds)))
+            self.submit(AppendInput(self.thinker_id, TurnInput(ids, embeds)))
 
     def set_instructions(self, instructions: str) -> None:
         """Replace the system message (the context is rebuilt; ContextFull, nothing changed, if it does not fit)."""
@@ -175,7 +184,7 @@ class SessionContext:
     def edited(self, segment: ContextSegment) -> None:
         """Bring the thinker's resident context in line with an edited segment."""
         if segment is self.segments[-1]:
-            self.pipeline.bus.submit(StageKind.THINKER, StopGeneration(self.thinker_id, self.num_tokens))
+            self.submit(StopGeneration(self.thinker_id, self.num_tokens))
         else:
             self._check_editable()
             self._restart()
@@ -185,7 +194,7 @@ class SessionContext:
         if self.active_turn is not None:
             self.active_turn.cancel()
         self.pipeline.bus.disown(self.thinker_id)
-        self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
+        self.submit(AbortRequest(self.thinker_id))
 
     def _segment(self, item_id: str) -> ContextSegment:
         segment = self.segment(item_id)
@@ -199,7 +208,7 @@ class SessionContext:
 
     def _restart(self) -> None:
         self.pipeline.bus.disown(self.thinker_id)
-        self.pipeline.bus.submit(StageKind.THINKER, AbortRequest(self.thinker_id))
+        self.submit(AbortRequest(self.thinker_id))
         self.num_rebuilds += 1
         self.thinker_id = RequestId(self.session_id, StageKind.THINKER, self.num_rebuilds)
         self.start()

@@ -59,6 +59,11 @@ class Turn:
         return self.reply.ids
 
     @property
+    def request_ids(self) -> dict[StageKind, RequestId]:
+        """Every request of this reply in the stages, by kind: the context's thinker request and the reply path's."""
+        return {**self.session.request_ids, **self.reply.ids}
+
+    @property
     def is_done(self) -> bool:
         return self.status is not None
 
@@ -91,8 +96,7 @@ class Turn:
         self.segment = segment
         self.reply.start(self, now, session.num_turns)
         self.usage.input_tokens = session.num_tokens
-        self.bus.submit(StageKind.THINKER, AppendInput(session.thinker_id,
-                                                       TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
+        session.submit(AppendInput(session.thinker_id, TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.is_done:
