@@ -86,6 +86,8 @@ class SessionContext:
         self.num_turns = 0
         self.is_lost = False
         self._last_edit: asyncio.Future | None = None
+        self.arriving: set[str] = set()  # user items on their way in (being encoded or transcribed)
+        self.withdrawn: set[str] = set()  # of those, the ones deleted before they entered
 
     def reserve_edit(self) -> tuple[asyncio.Future | None, asyncio.Future]:
         """(the previous edit's completion, this edit's completion to resolve when done)."""
@@ -157,6 +159,11 @@ class SessionContext:
         return ContextSegment(SYSTEM_ITEM, ids)
 
     def delete(self, item_id: str) -> bool:
+        """Remove an item's segment, or withdraw an item still on its way in (see `arriving`), so that it
+        never enters; whether the item was either."""
+        if item_id in self.arriving:
+            self.withdrawn.add(item_id)
+            return True
         segment = self.segment(item_id)
         if segment is None:
             return False

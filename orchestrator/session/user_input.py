@@ -25,8 +25,8 @@ class UserInput:
     item's `speech` at the ASR stage (a pipeline that transcribes), appends what was said, before the
     item's `text` if it has both.
 
-    `run` resolves to the segment's token count once the item is in the context, or
-    to an exception saying why it could not be added.
+    `run` resolves to the segment's token count once the item is in the context (0 if the item was
+    deleted on its way in: it then never enters), or to an exception saying why it could not be added.
     """
 
     def __init__(self, pipeline: Pipeline, session: SessionContext, item_id: str, audio: np.ndarray | None, text: str,
@@ -37,6 +37,7 @@ class UserInput:
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
         self._previous_edit, self._done = session.reserve_edit()
+        session.arriving.add(item_id)
 
     async def run(self) -> int:
         """Encode (concurrently with earlier edits), then append in order. The edit's completion carries
@@ -51,13 +52,15 @@ class UserInput:
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:
                 await asyncio.shield(self._previous_edit)
-            num_tokens = self._append(embeddings)
+            num_tokens = 0 if self.item_id in self.session.withdrawn else self._append(embeddings)
             failure = None
             return num_tokens
         except Exception as exc:
             failure = str(exc)
             raise
         finally:
+            self.session.arriving.discard(self.item_id)
+            self.session.withdrawn.discard(self.item_id)
             self.bus.disown(self.encoder_id)
             if self.speech is not None:
                 self.speech.abort()
@@ -91,5 +94,5 @@ class UserInput:
         embeds = [] if embeddings is None else [(offset, embeddings)]
         session.revive()
         session.append_segment(ContextSegment(self.item_id, ids, embeds))
-        self.bus.submit(StageKind.THINKER, AppendInput(session.thinker_id, TurnInput(ids, embeds)))
+        session.submit(AppendInput(session.thinker_id, TurnInput(ids, embeds)))
         return len(ids)

@@ -202,6 +202,23 @@ def test_a_manual_commit_and_a_text_reply_without_turn_detection():
     assert h.stages.added("talker") == []  # a text reply: nothing to speak
 
 
+def test_a_user_item_deleted_while_its_audio_is_encoded_never_enters_the_context():
+    async def scenario(h):
+        await h.client("session.update", session={"audio": {"input": {"turn_detection": None}}})
+        await h.speak(600)
+        await h.client("input_audio_buffer.commit")  # the item's audio goes to the encoder
+        item = h.of_type("input_audio_buffer.committed")[0]["item_id"]
+        await h.client("conversation.item.delete", item_id=item)  # deleted before it entered
+        h.stages.encode_the_rest(8, WIDTH)  # its embeddings arrive after the delete
+        await h.settle()
+        return h, item
+
+    h, item = run(scenario)
+    assert h.of_type("conversation.item.deleted")[0]["item_id"] == item and not h.of_type("error")
+    assert h.controller.session.context.segment(item) is None
+    assert h.stages.sent("thinker", AppendInput) == []  # the thinker never saw it
+
+
 def test_duplex_frames_go_to_the_encoder_at_the_frame_ticks():
     async def scenario(h):
         await h.client("session.update", session={"liveserve": {"duplex": True}})
