@@ -35,7 +35,7 @@ import websockets
 
 from lab.client import default_session
 from lab.client.audio import SAMPLE_RATE, encode_audio, load_pcm16
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 from lab.duplex.speech_loop import LoopedSpeech
 from lab.server_process import ServerProcess
 from lab.server_target import ServedConfig

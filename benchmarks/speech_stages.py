@@ -18,7 +18,7 @@ import argparse  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-from lab.client.clips import clips_dir  # noqa: E402
+from lab.clips import clips_dir  # noqa: E402
 from liveserve.audio_io import read_wav, resample  # noqa: E402
 from stages.commands import AddRequest, AppendInput  # noqa: E402
 from stages.config import SchedulerConfig  # noqa: E402

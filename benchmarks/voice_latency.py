@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.client.audio import load_pcm16
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 from lab.server_process import ServerProcess
 from lab.server_target import ServedConfig
 from lab.spoken_turn import spoken_turn

@@ -11,14 +11,14 @@ import wave
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 
 RATE, CHUNK_MS = 24000, 20
 CHUNK_BYTES = RATE * CHUNK_MS // 1000 * 2
 
 
 def clip(name: str) -> bytes:
-    """A shipped clip (lab/client/clips) as 24 kHz mono PCM16 bytes."""
+    """A shipped clip (lab/clips) as 24 kHz mono PCM16 bytes."""
     with wave.open(str(clips_dir() / name), "rb") as wav:
         return wav.readframes(wav.getnframes())
 

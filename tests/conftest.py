@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 
 FIXTURES = clips_dir()
 

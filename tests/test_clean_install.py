@@ -59,7 +59,7 @@ def test_the_repository_alone_installs_into_a_fresh_venv_and_answers_a_turn_in_w
     subprocess.run([*pip, str(copy)], check=True, timeout=900)  # a plain install, not editable
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    clip = copy / "lab" / "client" / "clips" / "q_capital_espeak_24k.wav"
+    clip = copy / "lab" / "clips" / "q_capital_espeak_24k.wav"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
     def liveserve_run(*args: str) -> subprocess.CompletedProcess:

@@ -50,7 +50,7 @@ VLLM = "vllm==0.33.0"
 STAGE_EXTRAS = ("scipy", "gguf==0.19.0")  # what LiveServe's stage process imports that vLLM does not bring
 PYTHONS = ((3, 11), (3, 14))
 MODEL_ENV = "LIVESERVE_GPU_MODEL"
-CLIP = "lab/client/clips/q_capital_espeak_24k.wav"
+CLIP = "lab/clips/q_capital_espeak_24k.wav"
 TRACE = "benchmarks/traces/voice_agent_users.jsonl"
 USERS = 16
 POLICIES = ("fcfs-nooffload", "liveserve-nooffload")

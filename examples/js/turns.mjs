@@ -9,7 +9,7 @@ import net from 'node:net';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 
-const CLIPS = new URL('../../lab/client/clips/', import.meta.url);
+const CLIPS = new URL('../../lab/clips/', import.meta.url);
 const CHUNK_BYTES = 24000 * 0.02 * 2; // 20 ms of 24 kHz mono PCM16
 const TIMEOUT_MS = 90000;
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from lab.client.audio import load_pcm16, write_pcm16
 from lab.client.client import RealtimeError, default_session
-from lab.client.clips import BARGE_IN_CLIP, clip_path
 from lab.client.scenario import ConversationScript, run_conversation
+from lab.clips import BARGE_IN_CLIP, clip_path
 from liveserve.audio_io import AudioError
 from liveserve.command_runner import run_command
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.client.audio import load_pcm16, silence
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 from liveserve.audio_io import AudioError
 
 PAUSE_MS = 400  # between clips, as between a speaker's sentences

@@ -11,7 +11,7 @@ import numpy as np
 
 from lab.arrivals import dispatch
 from lab.client.audio import load_pcm16
-from lab.client.clips import BARGE_IN_CLIP, clip_path
+from lab.clips import BARGE_IN_CLIP, clip_path
 from lab.metrics import RequestMetrics
 from lab.replay.options import ReplayOptions
 from lab.replay.plan import PlannedSession, PlannedTurn, load_requests, plan_sessions

@@ -13,7 +13,7 @@ import numpy as np
 import websockets
 import yaml
 
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 from lab.server_process import ServerProcess
 from liveserve.config.loader import lab_config_path
 

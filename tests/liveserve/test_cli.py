@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.client.clips import clip_path
+from lab.clips import clip_path
 from liveserve.cli import main
 from liveserve.config.loader import LAB_CONFIG
 from tests.liveserve.config.config_variant import write_variant

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from test_voice_server import CLIP, QUESTION, TRANSCRIBE, opened, reply_audio_16k
 
-from lab.client.clips import clip_path
+from lab.clips import clip_path
 from stages.models.asr_whisper import WhisperASR, WhisperConfig
 from tests.liveserve.realtime_harness import ServerProcess, connect, fixture_pcm16, silence
 from tests.stages.speech_harness import word_error_rate

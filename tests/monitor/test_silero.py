@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 from monitor import SileroVAD, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
 
 FIXTURES = clips_dir()

@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.signal import resample_poly
 
-from lab.client.clips import clips_dir
+from lab.clips import clips_dir
 from stages.models.audio_encoder import AudioEncoder, AudioEncoderConfig
 from stages.models.weights import init_deterministic
 

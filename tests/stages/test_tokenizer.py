@@ -5,7 +5,7 @@ from tokenizers import Tokenizer, models
 
 from stages.models.tokenizer import SPECIAL_TOKENS, IncrementalDetokenizer, TextTokenizer
 
-# The utterances of the speech clips the client ships (lab/client/clips/README.md).
+# The utterances of the speech clips the client ships (lab/clips/README.md).
 FIXTURE_SENTENCES = [
     "What is the capital of France?",
     "How many legs does a spider have?",

@@ -1,4 +1,5 @@
-"""The speech clips shipped with the package (see clips/README.md for what each says)."""
+"""The speech clips the lab speaks (the client, the replay's barge-ins, the duplex speech loop) and the tests hear;
+README.md beside them says what each says and where it comes from."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ BARGE_IN_CLIP = "bargein_wait_espeak_24k.wav"
 
 def clips_dir() -> Path:
     """The directory of the shipped clips (installed package data)."""
-    return Path(str(files("lab.client") / "clips"))
+    return Path(str(files("lab.clips")))
 
 
 def clip_path(name: str) -> Path:
