@@ -29,7 +29,7 @@ def speech_16k() -> np.ndarray:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     """One realtime server on 127.0.0.1 (tiny-omni) that the server tests of every package share."""
-    from tests.liveserve.realtime_harness import ServerProcess, small_config
+    from tests.liveserve.realtime.realtime_harness import ServerProcess, small_config
 
     directory = tmp_path_factory.mktemp("server")
     process = ServerProcess(small_config(directory, runtime={"trace_dir": str(directory / "trace")}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from playback_sim import Reply, Simulation, SessionPlan, StageModel, Turn, Workload
+from playback_sim import Reply, SessionPlan, Simulation, StageModel, Turn, Workload
 from urgency_alpha_beta import setting_key, summarize
 
 from stages.config import SchedulerConfig

@@ -29,7 +29,7 @@ from liveserve.cli import main
 from liveserve.config.document import Override
 from liveserve.config.reader import ConfigError
 from stages.config import WindowSpec
-from tests.liveserve.realtime_harness import small_config
+from tests.liveserve.realtime.realtime_harness import small_config
 
 FRAME_S = 0.08
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.liveserve.realtime_harness import small_config
+from tests.liveserve.realtime.realtime_harness import small_config
 
 
 def children(pid: int) -> list[int]:

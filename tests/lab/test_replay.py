@@ -16,7 +16,7 @@ from lab.replay.session_runner import SessionSetup, run_session
 from lab.workloads import FillerText, WorkloadRequest
 from liveserve.cli import main
 from stages.models.tokenizer import TextTokenizer
-from tests.liveserve.realtime_harness import fixture_pcm16, small_config
+from tests.liveserve.realtime.realtime_harness import fixture_pcm16, small_config
 
 OMNI_KINDS = ("encoder", "thinker", "talker", "vocoder")
 MS_PER_TOKEN = 240.0  # tiny-omni: 3 codec frames of 80 ms per text token

@@ -8,7 +8,7 @@ from lab.prometheus import label_values, parse_metrics, sample_key, split_key, t
 from lab.server_target import ServedConfig, metrics_url, open_target
 from liveserve.config.document import Override
 from liveserve.config.reader import ConfigError
-from tests.liveserve.realtime_harness import small_config
+from tests.liveserve.realtime.realtime_harness import small_config
 
 TEXT = """\
 # TYPE liveserve_kv_blocks_used gauge

@@ -15,7 +15,7 @@ from lab.sweep import load_sweep_spec, run_sweep
 from lab.sweep.command import point_runner, run_sweep_command
 from liveserve.config.document import Override
 from liveserve.config.reader import ConfigError
-from tests.liveserve.realtime_harness import small_config
+from tests.liveserve.realtime.realtime_harness import small_config
 
 DUPLEX_SPEC = """
 command: duplex

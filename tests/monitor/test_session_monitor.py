@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from monitor import BargeIn, SessionMonitor, SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import (
+    BargeIn,
+    SessionMonitor,
+    SpeechPaused,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+    TurnDetector,
+)
 
 SPEECH = [0.9] * 5 + [0.0] * 16  # onset at 0 ms, stop after 512 ms of silence (21 windows)
 

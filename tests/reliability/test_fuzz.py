@@ -14,7 +14,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.liveserve.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 TONE = base64.b64encode(bytes(range(256)) * 4).decode()  # 512 samples of PCM16

@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, small_config
+from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, small_config
 
 MIB = 1024 * 1024
 BIG = json.dumps({"type": "liveserve.nothing", "padding": "x" * (10 * MIB)})  # refused as unknown, ~10 MiB

@@ -19,7 +19,14 @@ from orchestrator.orchestrator import Orchestrator
 from orchestrator.placement import processes as process_placement
 from orchestrator.placement.processes import ProcessPlacement
 from orchestrator.session.events import TurnRequest
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence, small_config
+from tests.liveserve.realtime.realtime_harness import (
+    Client,
+    ServerProcess,
+    connect,
+    fixture_pcm16,
+    silence,
+    small_config,
+)
 from tests.orchestrator.placement.test_process_placement import wait_until
 from tests.orchestrator.test_orchestrator import drain
 

@@ -9,7 +9,7 @@ import urllib.request
 
 import websockets
 
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, small_config
+from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, small_config
 
 STORM = 16
 

@@ -9,8 +9,8 @@ import torch
 
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import TESTED_WHEELS, GGUFError, GGUFLlama, packaged_file
-from stages.models.model_package import ModelPackageError
 from stages.models.llama import LlamaForCausalLM
+from stages.models.model_package import ModelPackageError
 from stages.models.tokenizer import IncrementalDetokenizer
 from stages.models.weights import CheckpointMismatch, init_deterministic
 

@@ -21,9 +21,17 @@ import pytest
 
 from stages.policies.urgency import UrgencyParams
 from stages.requests import RequestStatus
-from tests.stages.test_kv_residency import (NextUseView, PlayingView, a_offloaded_with_room_to_return, make, next_turn,
-                                             one_round, run, three_sessions)
 from tests.stages.scheduler_harness import FakeClock, thinker
+from tests.stages.test_kv_residency import (
+    NextUseView,
+    PlayingView,
+    a_offloaded_with_room_to_return,
+    make,
+    next_turn,
+    one_round,
+    run,
+    three_sessions,
+)
 
 
 def paced_pair_and_a_new_turn(eviction: str):

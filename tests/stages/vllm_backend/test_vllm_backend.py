@@ -27,7 +27,7 @@ from stages.policies.urgency import UrgencyParams
 from stages.requests.thinker import ThinkerRequest, TurnInput
 from stages.stage_spec import KVSpec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUESTIONS = ("What is the capital of France?", "And of Italy?")
 GREEDY = SamplingParams(temperature=0.0, max_tokens=20)
 TURN_TIMEOUT_S = 120.0

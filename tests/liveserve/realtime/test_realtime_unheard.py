@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 
-from tests.liveserve.realtime_harness import Client, connect
+from tests.liveserve.realtime.realtime_harness import Client, connect
 
 FRAME_BYTES = 2 * 1920
 

@@ -11,12 +11,11 @@ import asyncio
 import typing
 
 import pytest
+from test_interaction import FRAME, WIDTH, spoken_reply_playing
 
 from liveserve.realtime.naming import Dialect
-from test_interaction import FRAME, WIDTH, spoken_reply_playing
-from tests.liveserve.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
-
 
 
 def models_by_type(union) -> dict[str, type]:

@@ -12,7 +12,7 @@ import pytest
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.ingest_pacer import IngestPacer
 from liveserve.realtime.input_audio import DECODE_SLICE_CHARS, decode_pcm16, num_pcm16_samples
-from tests.liveserve.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 

@@ -18,7 +18,7 @@ from liveserve.config.loader import load_config as load_with
 from liveserve.config.reader import ConfigError
 from liveserve.config.server import require_auth
 from liveserve.realtime.auth import ApiKeys
-from tests.liveserve.realtime_harness import ServerProcess, connect, small_config
+from tests.liveserve.realtime.realtime_harness import ServerProcess, connect, small_config
 
 KEY = "ls-test-key-1"
 

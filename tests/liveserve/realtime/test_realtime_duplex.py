@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.liveserve.realtime_harness import Client, connect, fixture_pcm16
+from tests.liveserve.realtime.realtime_harness import Client, connect, fixture_pcm16
 
 DUPLEX_ON = {"liveserve": {"duplex": True}}
 

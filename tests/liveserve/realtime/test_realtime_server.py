@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.liveserve.realtime_harness import Client, connect, fixture_pcm16, silence
+from tests.liveserve.realtime.realtime_harness import Client, connect, fixture_pcm16, silence
 
 LEAD_MS, TAIL_MS = 500, 1200
 
@@ -285,7 +285,7 @@ def test_liveserve_client_against_the_server(server, tmp_path):
     import subprocess
     import sys
 
-    from tests.liveserve.realtime_harness import FIXTURES
+    from tests.liveserve.realtime.realtime_harness import FIXTURES
 
     out = tmp_path / "reply.wav"
     result = subprocess.run(

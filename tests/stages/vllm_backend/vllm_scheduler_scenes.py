@@ -25,11 +25,11 @@ from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from stages.config import SchedulerConfig  # noqa: E402
 from stages.interaction import InteractionView, PlaybackState  # noqa: E402
+from stages.models.decoder_config import DecoderConfig  # noqa: E402
 from stages.policies import make_policy  # noqa: E402
 from stages.policies.urgency import UrgencyParams  # noqa: E402
 from stages.vllm_backend import vllm_api  # noqa: E402
 from stages.vllm_backend.hf_folder import llama_config  # noqa: E402
-from stages.models.decoder_config import DecoderConfig  # noqa: E402
 
 BLOCK = 32
 MODEL_FOLDER = tempfile.mkdtemp(prefix="vllm-scenes-")

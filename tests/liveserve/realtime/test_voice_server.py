@@ -21,12 +21,12 @@ import yaml
 from scipy.signal import resample_poly
 from test_protocol_schema import GA
 
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence
+from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence
 from tests.stages.speech_harness import word_error_rate
 
 QUESTION = "What is the capital of France?"
 CLIP = "q_capital_espeak_24k.wav"
-VOICE_CONFIG = Path(__file__).parents[2] / "configs" / "voice-cpu-tiny.yaml"
+VOICE_CONFIG = Path(__file__).parents[3] / "configs" / "voice-cpu-tiny.yaml"
 TRANSCRIBE = {"transcription": {"model": "whisper-1"}}
 
 

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from liveserve.realtime.naming import Dialect
-from tests.liveserve.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 

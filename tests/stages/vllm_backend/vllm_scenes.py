@@ -10,7 +10,7 @@ from pathlib import Path
 
 from liveserve.config.vllm import default_python
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_scenes(script: Path) -> dict:

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from test_interaction import WIDTH
 
-from tests.liveserve.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 ASKED = {"client_event_id": "response_create_1a2b"}

@@ -22,7 +22,7 @@ from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
 from stages.requests.asr import Transcript
 from stages.stage_spec import StageSpec
-from tests.liveserve.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness
 from tests.orchestrator.conftest import tiny_pipeline
 
 WIDTH = 64  # the tiny thinker's hidden size (and the encoder's output)

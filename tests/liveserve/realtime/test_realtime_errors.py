@@ -9,7 +9,7 @@ import json
 import pytest
 import websockets
 
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, refused, small_config
+from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, refused, small_config
 
 
 def run(coro):

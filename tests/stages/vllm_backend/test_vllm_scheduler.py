@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stages.vllm_scenes import run_scenes
+from tests.stages.vllm_backend.vllm_scenes import run_scenes
 
 SCENES = Path(__file__).with_name("vllm_scheduler_scenes.py")
 

@@ -11,7 +11,7 @@ import yaml
 from lab.prometheus import parse_metrics
 from liveserve.config.loader import load_config
 from liveserve.realtime.server import RealtimeServer
-from tests.liveserve.realtime_harness import Client, ServerProcess, connect, refused, small_config
+from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, refused, small_config
 
 
 def aimd_config(tmp_path, **admission):
