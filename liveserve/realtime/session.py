@@ -151,7 +151,7 @@ class RealtimeSession:
         require(not duplex or self.duplex is not None or self.response is None, "conversation_already_has_active_response",
                 "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
         settings = apply_update(self.settings, event.get("session"))
-        if not self.orch.geometry.transcribes:
+        if not self.orch.geometry.hearing.transcribes:
             settings = replace(settings, transcription=None)
         self._require_voice(settings, "session.output_modalities")
         if duplex and self.duplex is None and (cap := self.admit_stream()) is not None:
@@ -170,7 +170,7 @@ class RealtimeSession:
         if duplex is not None:
             self._set_duplex(duplex)
         self.emit("session.updated", session=self._session_json())
-        if ignored := ignored_settings(event["session"], self.orch.geometry.transcribes):
+        if ignored := ignored_settings(event["session"], self.orch.geometry.hearing.transcribes):
             self.emit_error(ignored_error(ignored), event_id_of(event))
 
     def _set_duplex(self, on: bool) -> None:

@@ -61,10 +61,11 @@ class DuplexStream:
         self.pipeline, self.bus, self.listener = pipeline, pipeline.bus, listener
         geometry = pipeline.geometry
         duplex = geometry.duplex
-        self.frame_samples = duplex.encoder_frames * geometry.encoder_samples_per_frame
         self.tokens_per_frame = duplex.tokens_per_frame
         self.encoder_id = RequestId(session_id, "duplex-encoder")
         self.thinker_id = RequestId(session_id, "duplex-thinker")
+        encoder = geometry.hearing.encoder_request(self.encoder_id, self.bus.clock(), duplex.encoder_frames)
+        self.frame_samples = encoder.chunk_frames * encoder.samples_per_frame
         self.max_position = math.inf if geometry.is_windowed else geometry.max_position
         self.num_frames = 0  # frames made due
         self.context_tokens = len(prefix)  # upper bound once every due frame is answered
@@ -74,14 +75,14 @@ class DuplexStream:
         self._answering: dict[int, tuple[float, list[int]]] = {}  # frame index -> (tick time, tokens so far)
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self._encoder_frames = duplex.encoder_frames
-        self._start(prefix)
+        self._start(prefix, encoder)
 
-    def _start(self, prefix: list[int]) -> None:
-        tok, geometry, now = self.pipeline.tokenizer, self.pipeline.geometry, self.bus.clock()
+    def _start(self, prefix: list[int], encoder: EncoderRequest) -> None:
+        """Add the thinker request and `encoder` (the stream's encoder request), arriving together."""
+        tok, geometry, now = self.pipeline.tokenizer, self.pipeline.geometry, encoder.arrival_time
         sampling = replace(geometry.thinker_sampling, max_tokens=self.tokens_per_frame, ignore_eos=False)
         thinker = DuplexRequest(self.thinker_id, now, frozenset({tok.im_end_id, tok.endoftext_id}),
                                 self.max_position, sampling, prefix)
-        encoder = EncoderRequest(self.encoder_id, now, self._encoder_frames, geometry.encoder_samples_per_frame)
         for kind, request in ((StageKind.THINKER, thinker), (StageKind.ENCODER, encoder)):
             self.bus.own(request.request_id, self)
             self.bus.submit(kind, AddRequest(request))

@@ -158,7 +158,7 @@ class InteractionController:
     def _hear(self, item_id: str, start_ms: float) -> None:
         """Transcribe the speech that started at `start_ms` as it comes (a pipeline that transcribes)."""
         self._drop_heard()
-        if self.session.pipeline.geometry.transcribes:
+        if self.session.pipeline.geometry.hearing.transcribes:
             self._heard = self.session.transcribe(item_id, self.listener, self.partial_transcripts)
             self._heard.append(self.buffer.peek(from_ms=start_ms))
 

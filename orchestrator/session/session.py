@@ -55,7 +55,7 @@ class Session:
         request already fed (while the user spoke), or else `audio`, transcribed now; every
         transcript of it goes to `on_transcript`."""
         self.interaction.on_user_input()
-        if speech is None and audio is not None and len(audio) and self.pipeline.geometry.transcribes:
+        if speech is None and audio is not None and len(audio) and self.pipeline.geometry.hearing.transcribes:
             speech = self.transcribe(item_id, on_transcript)
             speech.append(audio, close=True)
         if speech is not None:
@@ -66,11 +66,8 @@ class Session:
                    partials: bool = False) -> Transcription:
         """A new ASR request for user item `item_id`'s speech (with `partials`, partial transcripts as
         often as the ASR stage's `partial_every_s` says); ValueError if the pipeline has no ASR stage."""
-        geometry = self.pipeline.geometry
-        if not geometry.transcribes:
-            raise ValueError("this pipeline transcribes no speech: its graph has no asr stage")
-        every = geometry.asr_partial_every_s if partials else None
-        return Transcription(self.pipeline.bus, self.session_id, item_id, on_text, every)
+        return self.pipeline.geometry.hearing.transcription(self.pipeline.bus, self.session_id, item_id, on_text,
+                                                            partials)
 
     def start_turn(self, request: TurnRequest, item_id: str | None = None) -> Turn:
         """Generate a reply after every earlier item has entered the context."""
@@ -106,7 +103,7 @@ class Session:
 
     def open_duplex(self, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
         """Start the session's full-duplex stream; its context starts with the system message, if any."""
-        if not self.pipeline.geometry.encodes:
+        if not self.pipeline.geometry.hearing.encodes:
             raise ValueError("full duplex streams audio into the thinker through an encoder; this pipeline has none")
         prefix = [t for s in self.context.segments if s.item_id == SYSTEM_ITEM for t in s.token_ids]
         return self._duplex.open(self.session_id, prefix, listener)

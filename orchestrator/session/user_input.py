@@ -14,16 +14,16 @@ from orchestrator.session.transcription import Transcription
 from stages.commands import AddRequest, AppendInput
 from stages.kinds import StageKind
 from stages.plan import StageOutput
-from stages.requests import EncoderRequest, TurnInput
+from stages.requests import TurnInput
 
 if TYPE_CHECKING:
     from orchestrator.pipeline import Pipeline
 
 
 class UserInput:
-    """Encodes a user item's audio (if any), then appends the item to the thinker context; or, given the
-    item's `speech` at the ASR stage (a pipeline that transcribes), appends what was said, before the
-    item's `text` if it has both.
+    """Encodes a user item's audio (if any; refused by a pipeline whose hearing has no encoder), then
+    appends the item to the thinker context; or, given the item's `speech` at the ASR stage (a pipeline
+    that transcribes), appends what was said, before the item's `text` if it has both.
 
     `run` resolves to the segment's token count once the item is in the context (0 if the item was
     deleted on its way in: it then never enters), or to an exception saying why it could not be added.
@@ -47,8 +47,6 @@ class UserInput:
             if self.speech is not None:
                 said = await self.speech.text()
                 self.text = " ".join(part for part in (said, self.text) if part)
-            if self.audio is not None and len(self.audio) and not self.pipeline.geometry.encodes:
-                raise ValueError("this pipeline takes no audio: its graph has no encoder")
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:
                 await asyncio.shield(self._previous_edit)
@@ -67,9 +65,7 @@ class UserInput:
             self._done.set_result(failure)
 
     async def _encode(self) -> torch.Tensor:
-        geometry = self.pipeline.geometry
-        request = EncoderRequest(self.encoder_id, self.bus.clock(), geometry.encoder_chunk_frames,
-                                 geometry.encoder_samples_per_frame)
+        request = self.pipeline.geometry.hearing.encoder_request(self.encoder_id, self.bus.clock())
         self.bus.own(self.encoder_id, self)
         self.bus.submit(StageKind.ENCODER, AddRequest(request))
         audio = torch.from_numpy(self.audio.astype(np.float32))
