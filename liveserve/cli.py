@@ -1,7 +1,9 @@
-"""The `liveserve` command line.
+"""The `liveserve` command line: `run`, `serve` and `plan`, and the commands plugged in from outside the
+serving packages.
 
-`serve`, `run` and `client` never import the benchmarks: `liveserve bench ...` hands the
-arguments after `bench` to `lab.cli`, imported only then.
+A plugin is an entry point in the group `liveserve.commands` (pyproject.toml): `liveserve NAME ARGS...`
+loads it and calls it with ARGS, for an exit status. The lab plugs in `bench` and `client` this way, so
+serving never imports the lab.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
@@ -33,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(_parser(), argv)
 
 
+@cache
 def plugins() -> dict[str, EntryPoint]:
-    """The installed plugin commands, by name."""
+    """The installed plugin commands, by name (read once: a command line looks them up twice)."""
     return {entry.name: entry for entry in entry_points(group=PLUGIN_GROUP)}
 
 
@@ -62,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     add_override_argument(plan, "stages.thinker.replicas=2")
     plan.add_argument("--gpus", help="the node's GPUs, COUNTxSIZEGB (default: the config's runtime.gpus, else none)")
     plan.set_defaults(handler=_cmd_plan)
-    for name, entry in sorted(plugins().items()):  # listed here; `main` hands `NAME ...` to the plugin
-        commands.add_parser(name, help=f"from {entry.value.split(':')[0]} (liveserve {name} --help)", add_help=False)
+    for name in sorted(plugins()):  # listed here; `main` hands `NAME ...` to the plugin
+        commands.add_parser(name, help=f"a plugin command: liveserve {name} --help", add_help=False)
     return parser
 
 

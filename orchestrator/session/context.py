@@ -86,8 +86,7 @@ class SessionContext:
         self.num_turns = 0
         self.is_lost = False
         self._last_edit: asyncio.Future | None = None
-        self.arriving: set[str] = set()  # user items on their way in (being encoded or transcribed)
-        self.withdrawn: set[str] = set()  # of those, the ones deleted before they entered
+        self._arriving: dict[str, bool] = {}  # user items on their way in, by id: whether they may still enter
 
     def reserve_edit(self) -> tuple[asyncio.Future | None, asyncio.Future]:
         """(the previous edit's completion, this edit's completion to resolve when done)."""
@@ -159,10 +158,10 @@ class SessionContext:
         return ContextSegment(SYSTEM_ITEM, ids)
 
     def delete(self, item_id: str) -> bool:
-        """Remove an item's segment, or withdraw an item still on its way in (see `arriving`), so that it
+        """Remove an item's segment, or withdraw an item still on its way in (see `expect`), so that it
         never enters; whether the item was either."""
-        if item_id in self.arriving:
-            self.withdrawn.add(item_id)
+        if item_id in self._arriving:
+            self._arriving[item_id] = False
             return True
         segment = self.segment(item_id)
         if segment is None:
@@ -171,6 +170,18 @@ class SessionContext:
         self.segments.remove(segment)
         self._restart()
         return True
+
+    def expect(self, item_id: str) -> None:
+        """User item `item_id` is on its way in (being encoded or transcribed); `arrived` ends that."""
+        self._arriving[item_id] = True
+
+    def may_enter(self, item_id: str) -> bool:
+        """False once an expected item was deleted on its way in."""
+        return self._arriving.get(item_id, True)
+
+    def arrived(self, item_id: str) -> None:
+        """The expected item `item_id` entered the context, or never will."""
+        self._arriving.pop(item_id, None)
 
     def truncate(self, item_id: str, keep_tokens: int) -> None:
         """Cut an item's segment to its first `keep_tokens` tokens (never lengthens it)."""

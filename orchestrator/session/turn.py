@@ -54,11 +54,6 @@ class Turn:
         self._previous_edit, self._edit_done = session.reserve_edit()
 
     @property
-    def ids(self) -> dict[StageKind, RequestId]:
-        """The reply's request per stage of the reply path (empty: the reply is not spoken)."""
-        return self.reply.ids
-
-    @property
     def request_ids(self) -> dict[StageKind, RequestId]:
         """Every request of this reply in the stages, by kind: the context's thinker request and the reply path's."""
         return {**self.session.request_ids, **self.reply.ids}

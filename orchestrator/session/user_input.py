@@ -37,7 +37,7 @@ class UserInput:
         self._encoded: asyncio.Future[torch.Tensor | None] = asyncio.get_running_loop().create_future()
         self._embeddings: list[torch.Tensor] = []
         self._previous_edit, self._done = session.reserve_edit()
-        session.arriving.add(item_id)
+        session.expect(item_id)
 
     async def run(self) -> int:
         """Encode (concurrently with earlier edits), then append in order. The edit's completion carries
@@ -50,15 +50,14 @@ class UserInput:
             embeddings = await self._encode() if self.audio is not None and len(self.audio) else None
             if self._previous_edit is not None:
                 await asyncio.shield(self._previous_edit)
-            num_tokens = 0 if self.item_id in self.session.withdrawn else self._append(embeddings)
+            num_tokens = self._append(embeddings) if self.session.may_enter(self.item_id) else 0
             failure = None
             return num_tokens
         except Exception as exc:
             failure = str(exc)
             raise
         finally:
-            self.session.arriving.discard(self.item_id)
-            self.session.withdrawn.discard(self.item_id)
+            self.session.arrived(self.item_id)
             self.bus.disown(self.encoder_id)
             if self.speech is not None:
                 self.speech.abort()

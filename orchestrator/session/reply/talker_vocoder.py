@@ -73,6 +73,3 @@ class TalkerVocoderReply(VoicedReply):
     @property
     def voice(self) -> Voice:
         return self.geometry
-
-    def heard_tokens(self, num_spoken: int, heard_ms: float) -> int:
-        return self.geometry.heard_tokens(num_spoken, heard_ms)

@@ -77,6 +77,3 @@ class TTSReply(VoicedReply):
     @property
     def voice(self) -> Voice:
         return self.spoken_text
-
-    def heard_tokens(self, num_spoken: int, heard_ms: float) -> int:
-        return self.spoken_text.heard_tokens(num_spoken, heard_ms)

@@ -23,7 +23,7 @@ class VoicedReply(Reply):
 
     A shape says what is its own: `_requests` (each stage's request), `_send` (what a spoken token
     sends to the first stage), `_pcm` (the audio in a payload of the last stage; the payload itself by
-    default), `publish_playback`, `heard_tokens` and `voice`. Codec frames are counted as they cross
+    default), `publish_playback` and `voice` (which `heard_tokens` asks). Codec frames are counted as they cross
     an edge, audio as it comes out (its vocoded frames of `samples_per_frame`).
     """
 
@@ -92,6 +92,9 @@ class VoicedReply(Reply):
         self.usage.audio_samples += len(pcm)
         self.usage.vocoder_frames += len(pcm) // self.geometry.samples_per_frame
         return AudioDelta(pcm, self.geometry.sample_rate)
+
+    def heard_tokens(self, num_spoken: int, heard_ms: float) -> int:
+        return self.voice.heard_tokens(num_spoken, heard_ms)
 
     def abort(self) -> None:
         for hop in self.hops.values():

@@ -47,12 +47,12 @@ async def spoken_reply_playing(h: InteractionHarness, finished: bool = False) ->
     await h.settle()
     turn = h.controller.turn
     h.stages.think(h.thinker_id, turn.turn_id, [10, 11, 12, 13], WIDTH, finish="length" if finished else None)
-    h.stages.speak(turn.ids["talker"], 8, finished=finished)
+    h.stages.speak(turn.reply.ids["talker"], 8, finished=finished)
     await h.settle()
-    h.stages.voice(turn.ids["vocoder"], 8 * FRAME, finished=finished)
+    h.stages.voice(turn.reply.ids["vocoder"], 8 * FRAME, finished=finished)
     await h.settle()
     h.clock.t = 0.3
-    return h.of_type("response.output_item.added")[0]["item"]["id"], turn.ids
+    return h.of_type("response.output_item.added")[0]["item"]["id"], turn.reply.ids
 
 
 def test_speech_ends_a_turn_commits_it_and_starts_a_reply():
@@ -255,12 +255,12 @@ def test_audio_routed_before_the_session_wakes_goes_out_whole_and_in_order():
         await h.settle()
         turn = h.controller.turn
         h.stages.think(h.thinker_id, turn.turn_id, [10, 11, 12, 13], WIDTH)
-        h.stages.speak(turn.ids["talker"], 8)
+        h.stages.speak(turn.reply.ids["talker"], 8)
         await h.settle()
-        h.stages.voice(turn.ids["vocoder"], 2 * FRAME)  # two chunks routed in one go: one wake-up hands both on
-        h.stages.voice(turn.ids["vocoder"], 6 * FRAME)
+        h.stages.voice(turn.reply.ids["vocoder"], 2 * FRAME)  # two chunks routed in one go: one wake-up hands both on
+        h.stages.voice(turn.reply.ids["vocoder"], 6 * FRAME)
         await h.settle()
-        return h.of_type("response.output_audio.delta"), h.orch.board.playback(turn.ids["vocoder"])
+        return h.of_type("response.output_audio.delta"), h.orch.board.playback(turn.reply.ids["vocoder"])
 
     deltas, vocoder_state = run(scenario)
     assert [len(base64.b64decode(d["delta"])) // 2 for d in deltas] == [2 * FRAME, 6 * FRAME]

@@ -44,9 +44,9 @@ async def a_recorded_session(h: InteractionHarness) -> None:
     await h.client("response.create")  # a spoken reply, cancelled by the client
     turn = h.controller.turn
     h.stages.think(h.thinker_id, turn.turn_id, [12, 13], WIDTH)
-    h.stages.speak(turn.ids["talker"], 4)
+    h.stages.speak(turn.reply.ids["talker"], 4)
     await h.settle()
-    h.stages.voice(turn.ids["vocoder"], 4 * FRAME)
+    h.stages.voice(turn.reply.ids["vocoder"], 4 * FRAME)
     await h.settle()
     await h.client("response.cancel")
     await h.client("conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=80)

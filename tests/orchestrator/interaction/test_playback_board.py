@@ -111,10 +111,10 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
                     drained_at = orch.clock() + 30.0
                     orch.sessions["s"].interaction.on_playback(True, drained_at)
                     during = {kind: orch.board.playback(rid) for kind, rid in
-                              (("thinker", session.context.thinker_id), ("talker", turn.ids["talker"]),
-                               ("vocoder", turn.ids["vocoder"]))}
-            after = (orch.board.playback(session.context.thinker_id), orch.board.playback(turn.ids["talker"]),
-                     orch.board.playback(turn.ids["vocoder"]))
+                              (("thinker", session.context.thinker_id), ("talker", turn.reply.ids["talker"]),
+                               ("vocoder", turn.reply.ids["vocoder"]))}
+            after = (orch.board.playback(session.context.thinker_id), orch.board.playback(turn.reply.ids["talker"]),
+                     orch.board.playback(turn.reply.ids["vocoder"]))
             next_use = orch.board.next_use(session.context.thinker_id) - drained_at  # generation over: playback end + gap
             orch.close_session("s")
             closed = orch.board.playback(session.context.thinker_id)
