@@ -43,13 +43,16 @@ class WindowSpec:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How one generation draws tokens. temperature 0 is greedy; top_k 0 keeps all."""
+    """How one generation draws tokens. temperature 0 is greedy; top_k 0 keeps all. `repetition_penalty`
+    (1: none) divides the positive logits and multiplies the negative ones of the tokens this generation
+    already drew (as transformers applies it), where the stage's runner applies one (Qwen3-Omni's talker)."""
 
     temperature: float = 1.0
     top_k: int = 0
     max_tokens: int = 256
     ignore_eos: bool = False
     seed: int = 0
+    repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.temperature, (int, float)) or not 0.0 <= self.temperature <= 5.0:
@@ -57,6 +60,8 @@ class SamplingParams:
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top_k must be a non-negative integer, got {self.top_k!r}")
         require_positive_ints(self, "max_tokens")
+        if not isinstance(self.repetition_penalty, (int, float)) or not 0.0 < self.repetition_penalty <= 10.0:
+            raise ValueError(f"repetition_penalty must be a number in (0, 10], got {self.repetition_penalty!r}")
 
     @property
     def is_greedy(self) -> bool:

@@ -8,6 +8,7 @@ import torch
 
 from stages.config import SamplingParams
 from stages.requests.base import StageRequest
+from stages.requests.talker_context import TalkerContext, TalkerContextRule, TalkerPrompt
 from stages.requests.token_history import TokenHistory
 
 
@@ -29,13 +30,27 @@ class TurnInput:
 
 @dataclass(frozen=True)
 class ThinkerStep:
-    """One generated text token, the hidden state that produced it, why it stopped, and the tag of the
-    generation it belongs to (a turn's id; a duplex frame's index)."""
+    """One generated text token, the row the talker conditions on for it (the hidden state that produced
+    it; for a talker that reads the conversation, the token's input embedding), why it stopped, and the
+    tag of the generation it belongs to (a turn's id; a duplex frame's index). The first step of a
+    generation of a request with a TalkerContextRule carries the talker's prompt rows."""
 
     token_id: int
     hidden: torch.Tensor
     finish_reason: str | None
     tag: str | int
+    talker_prompt: TalkerPrompt | None = None
+
+
+@dataclass(frozen=True)
+class TalkerRows:
+    """A runner's result for a chunk with positions the request's TalkerContextRule takes: their rows
+    (`is_audio`: over audio placeholders), and what was sampled at the chunk's end (None: nothing)."""
+
+    positions: list[int]
+    rows: torch.Tensor
+    is_audio: list[bool]
+    sample: tuple[int, torch.Tensor] | None = None
 
 
 class ThinkerRequest(StageRequest):
@@ -45,9 +60,12 @@ class ThinkerRequest(StageRequest):
     request finishes only when closed (session end) and not generating. `token_ids` and
     `embed_spans` are by absolute position; what `forget` lets go of (a window's past, see
     SinksAndWindow) leaves both, so a context that runs indefinitely holds a bounded part.
+    With a `talker_rule`, the runner returns the rows of the positions it takes (see TalkerRows), the
+    request keeps them while they are in the context, and each generation's first step carries them.
     """
 
-    def __init__(self, request_id: str, arrival_time: float, stop_ids: frozenset[int], max_position: int) -> None:
+    def __init__(self, request_id: str, arrival_time: float, stop_ids: frozenset[int], max_position: int,
+                 talker_rule: TalkerContextRule | None = None) -> None:
         super().__init__(request_id, arrival_time)
         self.stop_ids = stop_ids
         self.max_position = max_position
@@ -59,6 +77,7 @@ class ThinkerRequest(StageRequest):
         self.is_generating = False
         self.is_closed = False
         self.tag: str | int = ""
+        self.talker_context = TalkerContext(talker_rule) if talker_rule is not None else None
 
     @property
     def num_known(self) -> int:
@@ -103,6 +122,8 @@ class ThinkerRequest(StageRequest):
             )
         base = len(self.token_ids)
         self.token_ids.extend(turn.token_ids)
+        if self.talker_context is not None:
+            self.talker_context.extend(turn.token_ids, base)
         self.embed_spans.extend((base + offset, rows) for offset, rows in turn.embeds)
         if turn.sampling is not None:
             self.sampling = turn.sampling
@@ -111,19 +132,25 @@ class ThinkerRequest(StageRequest):
             self.is_generating = True
             self.tag = turn.tag
 
-    def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | None) -> ThinkerStep | None:
-        """`result` is the sampled token and the hidden state that produced it."""
+    def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | TalkerRows | None) -> ThinkerStep | None:
+        """`result` is the sampled token and the row for the talker (see ThinkerStep), maybe with talker rows."""
         self.num_computed += num_tokens
         self._skip_forgotten()
+        if isinstance(result, TalkerRows):
+            self.talker_context.store(result.positions, result.rows, result.is_audio)
+            result = result.sample
         if result is None:
             return None
         token_id, hidden = result
+        prompt = self.talker_context.prompt(self.token_ids) if self.talker_context and not self.num_generated else None
         self.token_ids.append(token_id)
+        if self.talker_context is not None:
+            self.talker_context.extend([token_id], len(self.token_ids) - 1)
         self.num_generated += 1
         reason = self._finish_reason(token_id)
         if reason is not None:
             self.is_generating = False
-        return ThinkerStep(token_id, hidden, reason, self.tag)
+        return ThinkerStep(token_id, hidden, reason, self.tag, prompt)
 
     def _finish_reason(self, token_id: int) -> str | None:
         assert self.sampling is not None
@@ -141,6 +168,8 @@ class ThinkerRequest(StageRequest):
         if not isinstance(num_tokens, int) or not 0 <= num_tokens <= len(self.token_ids):
             raise ValueError(f"cannot keep {num_tokens!r} tokens of a {len(self.token_ids)}-token context")
         self.token_ids.truncate(num_tokens)
+        if self.talker_context is not None:
+            self.talker_context.truncate(num_tokens)
         self.embed_spans = [
             (start, rows[: num_tokens - start]) for start, rows in self.embed_spans if start < num_tokens
         ]

@@ -49,8 +49,17 @@ class DecoderRunner(ModelRunner):
 
     @torch.inference_mode()
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
-        chunks = sorted(plan.chunks, key=lambda c: (c.num_tokens != 1, c.end))
+        chunks = self.ordered(plan)
         hidden = self.model(self.embeddings(chunks), self._positions(chunks), self.kv_layers, self._batch(chunks))
+        return RunnerOutput(self.sampled(chunks, hidden))
+
+    @staticmethod
+    def ordered(plan: SchedulerPlan) -> list[ScheduledChunk]:
+        """The plan's chunks in the order their rows are laid out."""
+        return sorted(plan.chunks, key=lambda c: (c.num_tokens != 1, c.end))
+
+    def sampled(self, chunks: list[ScheduledChunk], hidden: torch.Tensor) -> dict[str, Any]:
+        """Per request that samples at its chunk's end, the result for its sampled token."""
         samplers, rows, row = [], [], 0
         for chunk in chunks:
             row += chunk.num_tokens
@@ -58,13 +67,15 @@ class DecoderRunner(ModelRunner):
                 samplers.append(chunk.request)
                 rows.append(row - 1)
         if not samplers:
-            return RunnerOutput({})
+            return {}
         last_hidden = hidden[rows]
-        logits = self.model.logits(last_hidden)
-        tokens = sample(logits, [r.sampling for r in samplers], [r.generator for r in samplers])
-        return RunnerOutput({
-            r.request_id: self.result(r, token, last_hidden[i]) for i, (r, token) in enumerate(zip(samplers, tokens))
-        })
+        tokens = sample(self.logits(last_hidden, samplers), [r.sampling for r in samplers],
+                        [r.generator for r in samplers])
+        return {r.request_id: self.result(r, token, last_hidden[i]) for i, (r, token) in enumerate(zip(samplers, tokens))}
+
+    def logits(self, hidden: torch.Tensor, requests: list) -> torch.Tensor:
+        """The logits `requests` sample from, one row of `hidden` each."""
+        return self.model.logits(hidden)
 
     @staticmethod
     def _positions(chunks: list[ScheduledChunk]) -> torch.Tensor:
