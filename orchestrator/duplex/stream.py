@@ -81,8 +81,7 @@ class DuplexStream:
         """Add the thinker request and `encoder` (the stream's encoder request), arriving together."""
         tok, geometry, now = self.pipeline.tokenizer, self.pipeline.geometry, encoder.arrival_time
         sampling = replace(geometry.thinker_sampling, max_tokens=self.tokens_per_frame, ignore_eos=False)
-        thinker = DuplexRequest(self.thinker_id, now, frozenset({tok.im_end_id, tok.endoftext_id}),
-                                self.max_position, sampling, prefix)
+        thinker = DuplexRequest(self.thinker_id, now, tok.stop_ids, self.max_position, sampling, prefix)
         for kind, request in ((StageKind.THINKER, thinker), (StageKind.ENCODER, encoder)):
             self.bus.own(request.request_id, self)
             self.bus.submit(kind, AddRequest(request))

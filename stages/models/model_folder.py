@@ -69,11 +69,12 @@ class ModelFolder:
         """The system message the model's chat template adds to a conversation without one ("": none);
         ModelFolderError unless the template lays a conversation out in ChatML."""
         try:
-            return chatml_default_instructions(self._chat_template())
+            return chatml_default_instructions(self.chat_template())
         except ValueError as exc:
             raise ModelFolderError(f"{self.path}: {exc}") from None
 
-    def _chat_template(self) -> str:
+    def chat_template(self) -> str:
+        """The folder's Jinja chat template (chat_template.jinja, or tokenizer_config.json's)."""
         jinja, settings = self.path / "chat_template.jinja", self.path / "tokenizer_config.json"
         if jinja.is_file():
             return jinja.read_text(encoding="utf-8")

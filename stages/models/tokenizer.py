@@ -27,17 +27,24 @@ class TextTokenizer:
     """Byte-level BPE with the chat special tokens, and the audio ones if its model hears
     (`has_audio`; a text-only model's tokenizer has none).
 
-    Any Unicode text round-trips: `decode(encode(text)) == text`. A special token
-    (any of the tokenizer's) written in the text encodes to its single id, never split.
+    The special tokens are looked up by name, or taken from `special_ids` (name: id) where the model's
+    config gives their ids (Qwen3-Omni's); a generation stops at `stop_ids`: <|im_end|>, and <|endoftext|>
+    unless the ids were given (the model's config then names its one end of turn). Any Unicode text
+    round-trips: `decode(encode(text)) == text`. A special token (any of the tokenizer's) written in the
+    text encodes to its single id, never split.
     """
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, special_ids: dict[str, int] | None = None) -> None:
         self._tokenizer = tokenizer
-        self._special = {name: tokenizer.token_to_id(name) for name in SPECIAL_TOKENS}
+        self._special = ({name: tokenizer.token_to_id(name) for name in SPECIAL_TOKENS} if special_ids is None
+                         else {name: special_ids.get(name) for name in SPECIAL_TOKENS})
         missing = [name for name, i in self._special.items() if i is None]
-        if [name for name in missing if name in CHAT_TOKENS] or 0 < len(missing) < len(AUDIO_TOKENS):
+        required = CHAT_TOKENS if special_ids is None else CHAT_TOKENS[1:]
+        if [name for name in missing if name in required] or 0 < len(set(missing) & set(AUDIO_TOKENS)) < len(AUDIO_TOKENS):
             raise ValueError(f"tokenizer lacks special tokens {missing}")
-        self.has_audio = not missing
+        self.has_audio = not set(missing) & set(AUDIO_TOKENS)
+        self.stop_ids = frozenset(self._special[name] for name in CHAT_TOKENS if name != "<|im_start|>"
+                                  and self._special[name] is not None)
         added = {i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special}
         self._special_ids = frozenset(added | {i for i in self._special.values() if i is not None})
         self._literal = Tokenizer.from_str(tokenizer.to_str())
@@ -54,13 +61,13 @@ class TextTokenizer:
         return _default_tokenizer()
 
     @classmethod
-    def from_file(cls, path: str | Path | Traversable) -> TextTokenizer:
+    def from_file(cls, path: str | Path | Traversable, special_ids: dict[str, int] | None = None) -> TextTokenizer:
         """Load a tokenizer JSON; FileNotFoundError or ValueError name the file."""
         source = Path(path) if isinstance(path, str) else path
         if not source.is_file():
             raise FileNotFoundError(f"tokenizer file not found: {source}")
         try:
-            return cls(Tokenizer.from_str(source.read_text(encoding="utf-8")))
+            return cls(Tokenizer.from_str(source.read_text(encoding="utf-8")), special_ids)
         except Exception as exc:
             raise ValueError(f"cannot load tokenizer file {source}: {exc}") from exc
 
