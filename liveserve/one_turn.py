@@ -29,6 +29,7 @@ class TurnResult:
     text_tokens: int
     codec_frames: int
     error: str | None
+    text_token_ids: tuple[int, ...] = ()
 
     @property
     def audio_s(self) -> float:
@@ -40,7 +41,7 @@ class TurnResult:
         return {
             "status": self.status, "text_ttft_ms": ttft, "audio_ttfp_ms": ttfp, "audio_s": round(self.audio_s, 3),
             "rtf": rtf, "text_tokens": self.text_tokens, "codec_frames": self.codec_frames, "text": self.text,
-            "error": self.error,
+            "text_token_ids": list(self.text_token_ids), "error": self.error,
         }
 
 
@@ -75,4 +76,4 @@ async def collect_turn(session: Session, request: TurnRequest, started: float, s
         elif isinstance(event, TurnDone):
             pcm = np.concatenate(audio) if audio else np.zeros(0, np.float32)
             return TurnResult("".join(text), pcm, sample_rate, event.status, first_text, first, last,
-                              event.usage.text_tokens, event.usage.codec_frames, event.error)
+                              event.usage.text_tokens, event.usage.codec_frames, event.error, event.token_ids)

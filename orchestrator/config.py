@@ -90,6 +90,11 @@ class PipelineConfig:
             raise ValueError("talker sampling goes with a talker stage")
 
     @property
+    def model_family(self) -> str:
+        """"qwen3-omni" for a Qwen3-Omni folder's stages, "" for the others (whose graph alone says their shape)."""
+        return "qwen3-omni" if self.thinker.is_qwen3_omni else ""
+
+    @property
     def stages(self) -> tuple[StageSpec, ...]:
         """The specs, in the order a spoken turn goes through them."""
         return tuple(getattr(self, kind) for kind in self.graph.kinds)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 from kvtier import KVCacheManager, KVPoolConfig
+from stages import qwen3_omni_parts
 from stages.commands import Wake
 from stages.engine import StageEngine
 from stages.interaction import InteractionView
@@ -53,6 +54,8 @@ def check_weights(spec: StageSpec) -> None:
         package_files(asr_whisper.WHAT, *asr_whisper.PACKAGE, *asr_whisper.MODEL_FILES)
     elif spec.kind == "tts":
         package_files(tts_piper.WHAT, *tts_piper.PACKAGE, *tts_piper.VOICE_FILES)
+    elif spec.is_qwen3_omni:
+        qwen3_omni_parts.check(spec)
     elif spec.folder is not None:
         ModelFolder(spec.folder).check(spec.model)
     elif spec.checkpoint is not None or spec.gguf is not None:
@@ -79,6 +82,8 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
 
 def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
     """The thinker's tokenizer, and the system message its model expects when a session gives none."""
+    if spec.is_qwen3_omni:
+        return qwen3_omni_parts.thinker_text(spec)
     if spec.folder is not None:
         folder = ModelFolder(spec.folder)
         return folder.tokenizer(), folder.default_instructions()
@@ -89,6 +94,8 @@ def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
 
 
 def decoder_of(spec: StageSpec) -> DecoderConfig:
+    if spec.is_qwen3_omni:
+        return qwen3_omni_parts.decoder(spec)
     return spec.model.decoder if isinstance(spec.model, TalkerConfig) else spec.model
 
 
@@ -97,6 +104,8 @@ def num_parameters(spec: StageSpec) -> int | None:
     model loaded from its package, whose size this build does not know before loading it."""
     if spec.kind in PACKAGED:
         return None
+    if spec.is_qwen3_omni:
+        return qwen3_omni_parts.num_parameters(spec)
     with torch.device("meta"):
         model = MODELS[spec.kind](spec.model)
     return sum(parameter.numel() for parameter in model.parameters())
@@ -163,6 +172,8 @@ def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
         return ASRRunner(WhisperASR.load(spec.model, spec.threads))
     if spec.kind == "tts":
         return TTSRunner(PiperTTS.load(spec.model, spec.threads))
+    if spec.is_qwen3_omni:
+        return qwen3_omni_parts.runner(spec, kv)
     model = build_model(spec)
     if spec.kind in ("encoder", "vocoder"):
         return (EncoderRunner if spec.kind == "encoder" else VocoderRunner)(model)

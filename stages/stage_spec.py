@@ -12,10 +12,10 @@ from stages.kv_residency import PRELOAD_TRIGGERS
 from stages.models.asr_whisper import WhisperConfig
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
+from stages.models.qwen3_omni.config import Qwen3OmniConfig
 from stages.models.talker import TalkerConfig
 from stages.models.tts_piper import PiperVoiceConfig
 from stages.models.vocoder import VocoderConfig
-from stages.step_trace import StepTrace
 from stages.validation import require_number, require_positive_ints
 from stages.vllm_backend.args import VllmArgs
 
@@ -94,12 +94,15 @@ class StageSpec:
     the interpreter `vllm.python`; vLLM keeps the KV, so the stage has no `kv` or window; its scheduler
     section gives the budgets and the policy: fcfs is vLLM's own scheduler, another orders vLLM's queues
     every step (stages/vllm_backend/vllm_api.py, PolicyOrdering). `folder` is checked when the stage starts
-    (stages/models/model_folder.py), not here: a plan is made where the weights are not.
+    (stages/models/model_folder.py), not here: a plan is made where the weights are not. A stage whose
+    `model` is a Qwen3OmniConfig runs its part of that Qwen3-Omni `folder` natively (encoder: the audio
+    tower, thinker, talker, vocoder: code2wav), without a window.
     """
 
     name: str
     kind: str
-    model: AudioEncoderConfig | DecoderConfig | TalkerConfig | VocoderConfig | WhisperConfig | PiperVoiceConfig
+    model: (AudioEncoderConfig | DecoderConfig | TalkerConfig | VocoderConfig | WhisperConfig | PiperVoiceConfig
+            | Qwen3OmniConfig)
     scheduler: SchedulerConfig
     kv: KVSpec | None = None
     seed: int = 0
@@ -120,7 +123,11 @@ class StageSpec:
         if self.backend == "vllm":
             self._check_vllm()
             return
-        if self.folder is not None:
+        if self.is_qwen3_omni:
+            if self.folder is None or self.window is not None or self.checkpoint is not None:
+                raise ValueError(f"stage {self.name!r}: a Qwen3-Omni stage runs its part of the folder (model.folder), "
+                                 "without a window or a checkpoint")
+        elif self.folder is not None:
             raise ValueError(f"folder: stage {self.name}'s Hugging Face folder is loaded by vLLM; set its "
                              "backend: vllm")
         if self.threads is not None:
@@ -145,6 +152,10 @@ class StageSpec:
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
                                  "(set vllm.kv_cache_mib, vllm.block_size)")
+
+    @property
+    def is_qwen3_omni(self) -> bool:
+        return isinstance(self.model, Qwen3OmniConfig)
 
     @property
     def interpreter(self) -> Path | None:

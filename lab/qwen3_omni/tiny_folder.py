@@ -86,9 +86,9 @@ SHAPES = {
         talker_layers=2, talker_hidden_size=48, talker_heads=4, talker_kv_heads=2, talker_head_dim=12,
         talker_num_experts=4, talker_num_experts_per_tok=2, talker_moe_intermediate_size=24,
         talker_shared_expert_intermediate_size=48, code_predictor_layers=1, num_code_groups=4, codebook_size=64,
-        code2wav_hidden_size=32, code2wav_layers=1, upsample_rates=(2, 2), upsampling_ratios=(2,), decoder_dim=32,
-        audio_d_model=32, audio_layers=1, audio_heads=2, audio_ffn_dim=64, audio_downsample_hidden_size=8,
-        accept_hidden_layer=1, text_vocab_size=512),
+        code2wav_hidden_size=32, code2wav_layers=1, upsample_rates=(8, 5, 4, 3), upsampling_ratios=(2, 2),
+        decoder_dim=32, audio_d_model=32, audio_layers=1, audio_heads=2, audio_ffn_dim=64,
+        audio_downsample_hidden_size=8, accept_hidden_layer=1, text_vocab_size=512),  # 80 ms frames, as released
     "tiny-b": TinyShape(
         thinker_layers=3, thinker_hidden_size=96, thinker_heads=4, thinker_kv_heads=2, thinker_head_dim=24,
         thinker_num_experts=8, thinker_num_experts_per_tok=3, thinker_moe_intermediate_size=48,

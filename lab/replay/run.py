@@ -24,6 +24,7 @@ from lab.workloads import WorkloadRequest
 from liveserve.config.document import Override
 from liveserve.config.loader import LAB_CONFIG, LiveServeConfig, read_config_data, resolve_config_path
 from liveserve.config.reader import ConfigError
+from orchestrator.session.reply.registry import voice_of
 from stages.models.tokenizer import TextTokenizer
 
 WARMUP = WorkloadRequest("warmup", " Hello there.", 3, 4)
@@ -100,13 +101,11 @@ def _target_ms_per_token(target: ServerTarget) -> float | None:
 
 
 def audio_ms_per_token(config: LiveServeConfig) -> float:
-    """Reply audio per thinker text token: through a TTS stage, its measured speaking rate; through a
-    talker, frames per token x the vocoder's frame duration; a text-only pipeline plays nothing, and its
-    replies are timed (for barge-in cuts) as the TTS would speak them."""
-    if config.pipeline.tts is not None or config.pipeline.talker is None:
-        return TTS_MS_PER_TOKEN
-    vocoder = config.pipeline.vocoder.model
-    return config.pipeline.talker.model.frames_per_token * vocoder.samples_per_frame * 1000 / vocoder.sample_rate
+    """Reply audio per thinker text token: through a talker, what its reply shape makes of a token; through a
+    TTS stage, its measured speaking rate; a text-only pipeline plays nothing, and its replies are timed (for
+    barge-in cuts) as the TTS would speak them."""
+    voice = voice_of(config.pipeline)
+    return TTS_MS_PER_TOKEN if voice is None or voice.ms_per_token is None else voice.ms_per_token
 
 
 def session_setup(options: ReplayOptions, url: str, requests: list[WorkloadRequest], log: TextIO) -> SessionSetup:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from importlib.resources import files
@@ -11,7 +10,7 @@ from pathlib import Path
 from liveserve.admission import AdmissionConfig
 from liveserve.config.deployment import read_deployment
 from liveserve.config.document import Override, apply_overrides, read_document
-from liveserve.config.pipeline import DECODERS, ThinkerWeights, read_graph, read_models, require_absent
+from liveserve.config.pipeline import DECODERS, StageWeights, read_graph, read_models, require_absent
 from liveserve.config.reader import ConfigError, Section, build
 from liveserve.config.server import ServerConfig, read_server
 from liveserve.config.vllm import check_interpreter, read_backend
@@ -128,7 +127,7 @@ def check_checkpoints(config: LiveServeConfig) -> None:
         except ModelPackageError as exc:
             raise ConfigError(f"stages.{spec.name}: {exc}") from None
         except ModelFolderError as exc:
-            raise ConfigError(f"model.thinker.folder: {exc}") from None
+            raise ConfigError(f"{'model.folder' if spec.is_qwen3_omni else 'model.thinker.folder'}: {exc}") from None
         if spec.vllm is not None:
             check_interpreter(f"stages.{spec.name}", spec.vllm)
 
@@ -161,7 +160,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     name = model.value("name", str, "tiny-omni")
     seed = model.value("seed", int, 0)
     checkpoint = model.value("checkpoint", Path | None, None)
-    models, thinker_weights = read_models(model, graph.kinds)
+    models, stage_weights = read_models(model, graph.kinds)
     model.finish()
     runtime_section = root.section("runtime")
     runtime = runtime_section.fill(RuntimeConfig, ray=runtime_section.section("ray").fill(RaySettings))
@@ -172,9 +171,9 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         if kind not in graph.kinds:
             require_absent(section, "the graph has no such stage")
             continue
-        given = thinker_weights if kind is StageKind.THINKER else ThinkerWeights()
+        given = stage_weights.get(kind, StageWeights())
         weights = (checkpoint / f"{kind}.safetensors"
-                   if checkpoint is not None and given == ThinkerWeights() and kind not in PACKAGED else None)
+                   if checkpoint is not None and given == StageWeights() and kind not in PACKAGED else None)
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
         deployments[kind] = read_deployment(section, kind.value)
         backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds, deployments[kind])
@@ -204,7 +203,7 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
     return admission
 
 
-def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, given: ThinkerWeights,
+def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, given: StageWeights,
                 trace: Path | None, backend: tuple[str, VllmArgs | None]) -> StageSpec:
     scheduler = _read_scheduler(section.section("scheduler"))
     native = backend[0] == "native"

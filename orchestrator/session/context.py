@@ -130,8 +130,9 @@ class SessionContext:
         if system is not None:
             self.segments.insert(0, system)
         tokenizer, bus = self.pipeline.tokenizer, self.pipeline.bus
-        stop_ids = frozenset({tokenizer.im_end_id, tokenizer.endoftext_id})
-        request = ThinkerRequest(self.thinker_id, bus.clock(), stop_ids, self.pipeline.geometry.max_position)
+        geometry = self.pipeline.geometry
+        rule = geometry.voice.talker_rule if geometry.voice is not None else None
+        request = ThinkerRequest(self.thinker_id, bus.clock(), tokenizer.stop_ids, geometry.max_position, rule)
         bus.own(self.thinker_id, self)
         self.submit(AddRequest(request))
         if self.segments:

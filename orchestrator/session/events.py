@@ -67,12 +67,14 @@ class TurnUsage:
 
 @dataclass(frozen=True)
 class TurnDone:
-    """status: completed | cancelled | incomplete (length) | failed (error says why)."""
+    """status: completed | cancelled | incomplete (length) | failed (error says why); `token_ids`: every token
+    the thinker generated for the reply, in order (the stop token too)."""
 
     status: str
     usage: TurnUsage
     error: str | None = None
     finish_reason: str | None = None
+    token_ids: tuple[int, ...] = ()
 
 
 TurnEvent = TextDelta | AudioDelta | TurnDone

@@ -47,6 +47,7 @@ class Turn:
         self.status: str | None = None
         self.finish_reason: str | None = None
         self.segment: ContextSegment | None = None
+        self.generated: list[int] = []
         self._generating = asyncio.get_running_loop().create_future()
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self.reply = new_reply(self.geometry.voice, request.speak, session.session_id, session.num_turns, self.bus,
@@ -114,12 +115,12 @@ class Turn:
         if step is None or step.tag != self.turn_id:
             return
         self.usage.text_tokens += 1
+        self.generated.append(step.token_id)
         self.segment.token_ids.append(step.token_id)
         text = self._detok.push(step.token_id)
         if text:
             self._emit(TextDelta(text))
-        if (not self.pipeline.tokenizer.is_special(step.token_id)
-                and self.reply.speak(self.usage.text_tokens - 1, step, text)):
+        if self.reply.speak(self.usage.text_tokens - 1, step, text, self.pipeline.tokenizer.is_special(step.token_id)):
             self.segment.spoken.append(len(self.segment.token_ids) - 1)
         if step.finish_reason is not None:
             self._on_generation_end(step)
@@ -174,7 +175,7 @@ class Turn:
         self.bus.board.publish(self.session.thinker_id, NOT_STARTED)
         self._release_context()
         self.session.turn_ended(self)
-        self._emit(TurnDone(status, self.usage, error, self.finish_reason))
+        self._emit(TurnDone(status, self.usage, error, self.finish_reason, tuple(self.generated)))
 
     def _release_context(self) -> None:
         if not self._generating.done():

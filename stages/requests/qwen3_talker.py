@@ -36,9 +36,9 @@ class TalkerCodecIds:
 class Qwen3TalkerRequest(StageRequest):
     """Positions [0, P) are the prompt: the user rows, then the reply prefix (the assistant header, four
     tts_pad rows, tts_bos, and the reply's first text row, each over a codec id: see TalkerCodecIds), P =
-    len(user rows) + 9. A reply with no text fed (one token) has nothing to say: it ends at once. Position P + k takes frame k (all its codebooks)
-    plus trailing text entry k. Sampling at position P - 1 + k gives frame k's first code; the runner fills
-    the others (the code predictor) unless it ends the reply.
+    len(user rows) + 9; a reply with no text fed (one token) has nothing to say: it ends at once. Position
+    P + k takes frame k (all its codebooks) plus trailing text entry k. Sampling at position P - 1 + k
+    gives frame k's first code; the runner fills the others (the code predictor) unless it ends the reply.
 
     The thinker's rows arrive one per generated token (`append`: a TalkerPrompt first, then [n, hidden]
     rows); as in the reference, the last generated token is never fed back, so the text the talker reads
@@ -47,7 +47,8 @@ class Qwen3TalkerRequest(StageRequest):
     reply and are not emitted. `code0s` (every sampled first code) is what the repetition penalty reads.
     """
 
-    def __init__(self, request_id: str, arrival_time: float, sampling: SamplingParams, codec_ids: TalkerCodecIds) -> None:
+    def __init__(self, request_id: str, arrival_time: float, sampling: SamplingParams,
+                 codec_ids: TalkerCodecIds) -> None:
         super().__init__(request_id, arrival_time)
         self.sampling = sampling
         self.generator = torch.Generator().manual_seed(sampling.seed)

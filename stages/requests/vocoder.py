@@ -8,7 +8,8 @@ from stages.requests.base import StageRequest
 
 
 class VocoderRequest(StageRequest):
-    """Codec frames stream in; each computed frame yields its samples of PCM.
+    """Codec frames stream in (a code each, or a list of codes, one per codebook); each computed frame yields
+    its samples of PCM.
 
     A chunk is decoded together with up to `left_context` earlier frames so that
     chunked output equals whole-sequence output.
@@ -17,7 +18,7 @@ class VocoderRequest(StageRequest):
     def __init__(self, request_id: str, arrival_time: float, left_context: int) -> None:
         super().__init__(request_id, arrival_time)
         self.left_context = left_context
-        self.frames: list[int] = []
+        self.frames: list[int | list[int]] = []
         self.is_closed = False
 
     @property
@@ -28,9 +29,9 @@ class VocoderRequest(StageRequest):
     def is_finished(self) -> bool:
         return self.is_closed and self.num_computed >= len(self.frames)
 
-    def append(self, data: list[int] | None, close: bool = False) -> None:
+    def append(self, data: list | None, close: bool = False) -> None:
         if data is not None:
-            self.frames.extend(int(f) for f in data)
+            self.frames.extend(data)
         self.is_closed = self.is_closed or close
 
     def advance(self, num_tokens: int, result: torch.Tensor) -> torch.Tensor:
@@ -38,6 +39,6 @@ class VocoderRequest(StageRequest):
         return result
 
     def chunk(self, start: int, end: int) -> tuple[torch.Tensor, int]:
-        """Frames [start - context, end) and how many of them are context."""
+        """Frames [start - context, end) ([frames] or [frames, codebooks]) and how many of them are context."""
         lo = max(0, start - self.left_context)
         return torch.tensor(self.frames[lo:end], dtype=torch.long), start - lo

@@ -71,7 +71,8 @@ class DecoderRunner(ModelRunner):
         last_hidden = hidden[rows]
         tokens = sample(self.logits(last_hidden, samplers), [r.sampling for r in samplers],
                         [r.generator for r in samplers])
-        return {r.request_id: self.result(r, token, last_hidden[i]) for i, (r, token) in enumerate(zip(samplers, tokens))}
+        return {r.request_id: self.result(r, token, last_hidden[i])
+                for i, (r, token) in enumerate(zip(samplers, tokens))}
 
     def logits(self, hidden: torch.Tensor, requests: list) -> torch.Tensor:
         """The logits `requests` sample from, one row of `hidden` each."""

@@ -27,7 +27,7 @@ def test_every_shipped_config_prints_a_plan(capsys, config):
     rows = [line.split()[0] for line in out.splitlines()[2:] if not line.startswith("GPU ")]
     assert rows == [f"{d.stage}[{replica}]" for d in loaded.deployments for replica in range(d.replicas)]
     gpu_lines = [line for line in out.splitlines() if line.startswith("GPU ")]
-    assert len(gpu_lines) == (8 if loaded.runtime.gpus else 0)
+    assert len(gpu_lines) == loaded.runtime.node.num_gpus
 
 
 def test_the_voice_node_puts_four_llm_replicas_on_gpu_pairs(capsys):

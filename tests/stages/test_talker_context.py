@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from stages.requests import ThinkerRequest, TurnInput
 from stages.config import SamplingParams
+from stages.requests import ThinkerRequest, TurnInput
 from stages.requests.talker_context import TalkerContextRule
 from stages.requests.thinker import TalkerRows
 

@@ -15,6 +15,7 @@ from orchestrator.session.events import AudioDelta, TurnUsage, UnheardWork
 from stages.kinds import StageKind
 from stages.plan import StageOutput
 from stages.requests import ThinkerStep
+from stages.requests.talker_context import TalkerContextRule
 
 if TYPE_CHECKING:
     from orchestrator.config import PipelineConfig
@@ -50,6 +51,16 @@ class VoiceGeometry(ABC):
     def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage) -> Reply:
         """The strategy of one turn's reply (turn `turn_index` of the session), counting its work in `usage`."""
 
+    @property
+    def ms_per_token(self) -> float | None:
+        """Reply audio per spoken text token (None: not known before it is spoken, as through a TTS)."""
+        return None
+
+    @property
+    def talker_rule(self) -> TalkerContextRule | None:
+        """Which rows of the context the talker reads (a talker that reads the conversation); None: none."""
+        return None
+
     def frames_started(self, heard_ms: float) -> int:
         """Frames of a reply whose playback had started by `heard_ms`."""
         return math.ceil(heard_ms / self.frame_ms)
@@ -67,9 +78,9 @@ class Reply(ABC):
       and disowns them all when the turn ends.
     - `start(owner, now, num_turns)`: add the requests to their stages; sampling seeds are offset by
       `num_turns` (the session's turns, this one included).
-    - `speak(position, step, text)`: the thinker's `position`-th token of this reply (`step`; `text`,
-      its detokenized text, maybe "") is not a special token. Send along the path what the shape
-      voices of it; True if it will become audio (it then counts in `heard_tokens`), False if not.
+    - `speak(position, step, text, is_special)`: the thinker's `position`-th token of this reply (`step`;
+      `text`, its detokenized text, maybe ""; `is_special`: a special token). Send along the path what
+      the shape voices of it; True if it will become audio (it then counts in `heard_tokens`), False if not.
     - `end_text()`: the thinker is done: close the path's input. True if audio is still to come (the
       turn ends once `is_finished`), False if the reply ends now.
     - `on_output(kind, output)`: an output of the stage `kind` on the path: on to the next stage, or,
@@ -95,7 +106,7 @@ class Reply(ABC):
     def start(self, owner: OutputHandler, now: float, num_turns: int) -> None: ...
 
     @abstractmethod
-    def speak(self, position: int, step: ThinkerStep, text: str) -> bool: ...
+    def speak(self, position: int, step: ThinkerStep, text: str, is_special: bool = False) -> bool: ...
 
     @abstractmethod
     def end_text(self) -> bool: ...

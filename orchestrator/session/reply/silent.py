@@ -20,7 +20,7 @@ class SilentReply(Reply):
     def start(self, owner: OutputHandler, now: float, num_turns: int) -> None:
         pass
 
-    def speak(self, position: int, step: ThinkerStep, text: str) -> bool:
+    def speak(self, position: int, step: ThinkerStep, text: str, is_special: bool = False) -> bool:
         return False
 
     def end_text(self) -> bool:

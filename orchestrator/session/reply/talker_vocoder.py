@@ -41,6 +41,10 @@ class TalkerVocoderVoice(VoiceGeometry):
     def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage) -> TalkerVocoderReply:
         return TalkerVocoderReply(self, session_id, turn_index, bus, usage)
 
+    @property
+    def ms_per_token(self) -> float:
+        return self.frames_per_token * self.frame_ms
+
     def heard_tokens(self, num_spoken: int, heard_ms: float) -> int:
         """Of `num_spoken` spoken tokens, those whose audio had started playing by `heard_ms`."""
         return min(num_spoken, -(-self.frames_started(heard_ms) // self.frames_per_token))

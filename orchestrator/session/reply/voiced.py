@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -22,10 +22,13 @@ class VoicedReply(Reply):
     """A reply spoken along `geometry.path`, each stage's output chunked on to the next (see ReplyHop).
 
     A shape says what is its own: `_requests` (each stage's request), `_send` (what a spoken token
-    sends to the first stage), `_pcm` (the audio in a payload of the last stage; the payload itself by
-    default), `publish_playback` and `voice` (which `heard_tokens` asks). Codec frames are counted as they cross
-    an edge, audio as it comes out (its vocoded frames of `samples_per_frame`).
+    sends to the first stage; special tokens are spoken only if `voices_special_tokens`), `_pcm` (the
+    audio in a payload of the last stage; the payload itself by default), `publish_playback` and `voice`
+    (which `heard_tokens` asks). Codec frames are counted as they cross an edge, audio as it comes out
+    (its vocoded frames of `samples_per_frame`).
     """
+
+    voices_special_tokens: ClassVar[bool] = False
 
     def __init__(self, geometry: VoiceGeometry, session_id: str, turn_index: int, bus: StageBus,
                  usage: TurnUsage) -> None:
@@ -58,7 +61,9 @@ class VoicedReply(Reply):
             hop = self.hops[edge.target] = ReplyHop(edge, requests[edge.target], self.bus)
             hop.start(owner)
 
-    def speak(self, position: int, step: ThinkerStep, text: str) -> bool:
+    def speak(self, position: int, step: ThinkerStep, text: str, is_special: bool = False) -> bool:
+        if is_special and not self.voices_special_tokens:
+            return False
         self.spoken.append(position)
         self._send(step, text)
         return True

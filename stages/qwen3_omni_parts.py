@@ -1,0 +1,59 @@
+"""The native Qwen3-Omni stages' parts, built from the spec's folder: the model of each stage kind in its runner."""
+
+from __future__ import annotations
+
+import torch
+
+from kvtier import KVCacheManager
+from stages.models.qwen3_omni.audio_encoder import Qwen3OmniAudio, build_audio_encoder
+from stages.models.qwen3_omni.code2wav import Code2Wav, build_code2wav
+from stages.models.qwen3_omni.config import MoeDecoderConfig, Qwen3OmniConfig
+from stages.models.qwen3_omni.folder import Qwen3OmniFolder
+from stages.models.qwen3_omni.talker import Qwen3OmniTalker
+from stages.models.qwen3_omni.talker_logits import suppressed_codec_ids
+from stages.models.qwen3_omni.thinker import Qwen3OmniThinker
+from stages.models.tokenizer import TextTokenizer
+from stages.runners.base import ModelRunner
+from stages.runners.code2wav import Code2WavRunner
+from stages.runners.qwen3_talker import Qwen3TalkerRunner
+from stages.runners.qwen3_thinker import Qwen3ThinkerRunner
+from stages.runners.utterance import UtteranceRunner
+from stages.stage_spec import StageSpec
+
+
+def decoder(spec: StageSpec) -> MoeDecoderConfig:
+    """The sizes of the decoder whose KV the stage keeps (thinker or talker)."""
+    config: Qwen3OmniConfig = spec.model
+    return config.thinker if spec.kind == "thinker" else config.talker.decoder
+
+
+def num_parameters(spec: StageSpec) -> int:
+    """How many weights the stage's part has, from its config (built on the meta device, which holds no data)."""
+    config: Qwen3OmniConfig = spec.model
+    parts = {"encoder": lambda: build_audio_encoder(config.audio), "thinker": lambda: Qwen3OmniThinker(config.thinker),
+             "talker": lambda: Qwen3OmniTalker(config.talker), "vocoder": lambda: build_code2wav(config.code2wav)}
+    with torch.device("meta"):
+        module = parts[spec.kind]()
+    return sum(parameter.numel() for parameter in module.parameters())
+
+
+def check(spec: StageSpec) -> None:
+    """ModelFolderError naming the file and field of the first problem of the stage's folder."""
+    Qwen3OmniFolder(spec.folder).check()
+
+
+def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
+    """The folder's tokenizer (its special ids config.json's) and its chat template's default system message."""
+    folder = Qwen3OmniFolder(spec.folder)
+    return folder.tokenizer(), folder.default_instructions()
+
+
+def runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
+    config: Qwen3OmniConfig = spec.model
+    if spec.kind == "encoder":
+        return UtteranceRunner(Qwen3OmniAudio.from_folder(spec.folder))
+    if spec.kind == "thinker":
+        return Qwen3ThinkerRunner(Qwen3OmniThinker.from_folder(spec.folder), kv, config.talker.accept_hidden_layer)
+    if spec.kind == "talker":
+        return Qwen3TalkerRunner(Qwen3OmniTalker.from_folder(spec.folder), kv, suppressed_codec_ids(config.talker))
+    return Code2WavRunner(Code2Wav.from_folder(spec.folder))

@@ -1,0 +1,53 @@
+"""A Qwen3-Omni folder in a config: every stage's model from its config.json, or from the declared sizes where the
+folder is not on this machine (to plan); what cannot run is one ConfigError naming the field."""
+
+import pytest
+
+from lab.qwen3_omni.tiny_folder import SHAPES, write_tiny_folder
+from liveserve.config.document import Override
+from liveserve.config.loader import check_checkpoints, load_config
+from liveserve.config.reader import ConfigError
+from liveserve.plan_command import plan_command
+from stages.kinds import StageKind
+
+
+@pytest.fixture(scope="module")
+def tiny_a(tmp_path_factory):
+    return write_tiny_folder(tmp_path_factory.mktemp("tiny-a"), SHAPES["tiny-a"], 0)
+
+
+def load(*sets):
+    return load_config("qwen3-omni-tiny-cpu", [Override.parse(s) for s in sets])
+
+
+def test_the_shipped_tiny_config_declares_the_tiny_a_folder_it_is_for(tiny_a):
+    config = load(f"model.folder={tiny_a}")
+    check_checkpoints(config)
+    assert {spec.kind for spec in config.pipeline.stages} == set(StageKind) - {StageKind.ASR, StageKind.TTS}
+    assert all(spec.folder == tiny_a for spec in config.pipeline.stages)
+
+
+def test_a_folder_of_another_shape_must_agree_with_the_declared_sizes(tmp_path):
+    folder = write_tiny_folder(tmp_path / "b", SHAPES["tiny-b"], 0)
+    with pytest.raises(ConfigError, match="model.declared: its thinker sizes differ"):
+        load(f"model.folder={folder}")
+    assert load(f"model.folder={folder}", "model.declared=null").pipeline.thinker.model.thinker.num_layers == (
+        SHAPES["tiny-b"].thinker_layers)
+
+
+def test_without_the_folder_the_plan_sizes_from_the_declared_config(tmp_path):
+    table = plan_command("qwen3-omni-h200", [Override.parse(f"model.folder={tmp_path / 'absent'}")], None)
+    assert "thinker[0]" in table and "61.1 GB" in table  # Qwen3-Omni-30B-A3B's thinker in bfloat16
+    config = load_config("qwen3-omni-h200", [Override.parse(f"model.folder={tmp_path / 'absent'}")])
+    with pytest.raises(ConfigError, match="model.folder: no folder at"):
+        check_checkpoints(config)
+
+
+def test_nothing_to_size_with_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="model.folder: no folder at"):
+        load(f"model.folder={tmp_path / 'absent'}", "model.declared=null")
+
+
+def test_a_stage_section_beside_the_folder_is_refused(tiny_a):
+    with pytest.raises(ConfigError, match="model.thinker: a Qwen3-Omni folder's config.json gives every stage's model"):
+        load(f"model.folder={tiny_a}", "model.thinker.hidden_size=64")
