@@ -136,7 +136,7 @@ def read_qwen3_omni(model: Section, kinds: set[StageKind]) -> Models:
     every stage of the graph runs natively (encoder: the audio tower; thinker; talker with its code predictor;
     vocoder: code2wav), each stage's model its config.json; the per-stage sections must be absent.
     `model.declared` (config.json's fields, as YAML): the sizes to plan with where the folder is not on this
-    machine (`serve` and `run` need the folder); where it is, its config.json must agree with them."""
+    machine (`serve` and `run` need the folder); where it is, its own config.json is what runs."""
     folder = _read_folder(model)
     for kind in StageKind:
         require_absent(model.section(kind), "a Qwen3-Omni folder's config.json gives every stage's model")
@@ -149,20 +149,14 @@ def read_qwen3_omni(model: Section, kinds: set[StageKind]) -> Models:
 
 
 def _qwen3_omni_config(model: Section, folder: Path) -> Qwen3OmniConfig:
-    """The folder's config.json where the folder is here (agreeing with `model.declared`, if given), else the
-    declared one."""
+    """The folder's config.json where the folder is here, else the declared one."""
     declared = model.raw("declared")
     try:
-        planned = None if declared is None else Qwen3OmniConfig.from_json(declared, model.where("declared"))
-        if planned is not None and not folder.exists():
-            return planned
-        config = Qwen3OmniFolder(folder).config()
+        if declared is not None and not folder.exists():
+            return Qwen3OmniConfig.from_json(declared, model.where("declared"))
+        return Qwen3OmniFolder(folder).config()
     except (ModelFolderError, ValueError) as exc:
         raise ConfigError(f"{model.where('folder')}: {exc}") from None
-    for name, sizes in (("thinker", lambda c: c.thinker), ("talker", lambda c: c.talker.decoder)):
-        if planned is not None and sizes(planned) != sizes(config):
-            raise ConfigError(f"{model.where('declared')}: its {name} sizes differ from {folder / 'config.json'}'s")
-    return config
 
 
 def _read_folder(section: Section) -> Path:

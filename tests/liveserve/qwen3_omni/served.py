@@ -33,7 +33,7 @@ class ServedOmni:
     talker's requests take them (`monkeypatch`)."""
 
     def __init__(self, folder: Path, thinker_max: int, talker_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
-        sets = [f"model.folder={folder}", "model.declared=null", "runtime.placement=threads",
+        sets = [f"model.folder={folder}", "runtime.placement=threads",
                 f"stages.thinker.sampling.max_tokens={thinker_max}", f"stages.talker.sampling.max_tokens={talker_max}"]
         self.config = load_config("qwen3-omni-tiny-cpu", [override_argument(s) for s in sets])
         self.frames: dict[str, list[list[int]]] = {}

@@ -19,7 +19,7 @@ openai = pytest.importorskip("openai")
 @pytest.fixture(scope="module")
 def qwen3_server(tmp_path_factory):
     folder = write_tiny_folder(tmp_path_factory.mktemp("qwen3-omni"), SHAPES["tiny-a"], 0)
-    sets = [f"model.folder={folder}", "model.declared=null", "stages.thinker.sampling.max_tokens=24",
+    sets = [f"model.folder={folder}", "stages.thinker.sampling.max_tokens=24",
             "stages.talker.sampling.max_tokens=64"]
     with ServerProcess("qwen3-omni-tiny-cpu", [override_argument(s) for s in sets]) as server:
         yield server
