@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ModelShape:
-    """A decoder's shape (a dense or mixture-of-experts transformer, gated MLP, untied LM head).
+    """A decoder's shape (a dense or mixture-of-experts transformer, untied LM head).
 
     `intermediate` is each expert's width when `num_experts` > 0 (MoE: `num_active_experts` per
-    token). `extra_flops_per_token` and `extra_params` stand for what is not a transformer layer
-    (a vocoder's convolutions, a multi-token codebook predictor): computed per token, read per step.
+    token), else each layer's MLP width; with experts, `num_dense_layers` of the layers have one MLP of
+    `dense_intermediate` instead. MLPs are gated (gate, up, down) unless `gated_mlp` is False (up, down).
+    `extra_flops_per_token` and `extra_params` stand for what is not a transformer layer (a vocoder's
+    convolutions, a multi-token codebook predictor, a shared expert): computed per token, read per step.
     """
 
     name: str
@@ -32,6 +34,9 @@ class ModelShape:
     bytes_per_kv: int = 2
     extra_flops_per_token: float = 0.0
     extra_params: int = 0
+    gated_mlp: bool = True
+    num_dense_layers: int = 0
+    dense_intermediate: int = 0
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "intermediate", "vocab"):
@@ -40,6 +45,12 @@ class ModelShape:
         if self.num_experts and not 0 < self.num_active_experts <= self.num_experts:
             raise ValueError(f"{self.name}: num_active_experts must be in 1..num_experts ({self.num_experts}), "
                              f"got {self.num_active_experts!r}")
+        if self.num_dense_layers and not (self.num_experts and self.num_dense_layers <= self.num_layers):
+            raise ValueError(f"{self.name}: num_dense_layers must be in 0..num_layers ({self.num_layers}), with "
+                             f"experts, got {self.num_dense_layers!r}")
+        if self.num_dense_layers and self.dense_intermediate <= 0:
+            raise ValueError(f"{self.name}: dense_intermediate must be > 0 with dense layers, "
+                             f"got {self.dense_intermediate!r}")
 
     @property
     def attention_params(self) -> int:
@@ -48,24 +59,29 @@ class ModelShape:
 
     @property
     def expert_params(self) -> int:
-        """One gated MLP (gate, up, down)."""
-        return 3 * self.hidden * self.intermediate
+        """One MLP of `intermediate` (an expert, or a dense layer's MLP without experts)."""
+        return self._mlp_params(self.intermediate)
 
     @property
     def router_params(self) -> int:
         return self.hidden * self.num_experts
 
+    def layer_params(self, experts: float) -> float:
+        """All layers' weights with `experts` experts' MLPs in each layer that has experts (1: the dense MLP
+        where there are none)."""
+        sparse = (self.num_layers - self.num_dense_layers) * (self.expert_params * experts + self.router_params)
+        dense = self.num_dense_layers * self._mlp_params(self.dense_intermediate)
+        return self.num_layers * self.attention_params + sparse + dense
+
     @property
     def total_params(self) -> int:
         """Every weight: layers (all experts), embedding, LM head, extras."""
-        mlp = self.expert_params * max(1, self.num_experts) + self.router_params
-        return self.num_layers * (self.attention_params + mlp) + 2 * self.vocab * self.hidden + self.extra_params
+        return self.layer_params(max(1, self.num_experts)) + 2 * self.vocab * self.hidden + self.extra_params
 
     @property
     def active_layer_params(self) -> int:
         """Per token, all layers: the weights a token multiplies by (its experts only), LM head excluded."""
-        mlp = self.expert_params * max(1, self.num_active_experts) + self.router_params
-        return self.num_layers * (self.attention_params + mlp)
+        return self.layer_params(max(1, self.num_active_experts))
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -77,6 +93,9 @@ class ModelShape:
         if not self.num_experts:
             return 1.0
         return self.num_experts * (1 - (1 - self.num_active_experts / self.num_experts) ** num_tokens)
+
+    def _mlp_params(self, width: int) -> int:
+        return (3 if self.gated_mlp else 2) * self.hidden * width
 
 
 @dataclass(frozen=True)
@@ -149,23 +168,28 @@ class StepCost:
     seconds: float
 
 
+def step_flops(model: ModelShape, chunks: list[ChunkCost]) -> float:
+    """FLOPs of one batched step: 2 per active weight per token, 2 per LM-head weight per sampled row,
+    4 x heads x head_dim per (query, key) pair of attention, and the extras."""
+    num_tokens = sum(c.num_tokens for c in chunks)
+    num_sampled = sum(c.num_sampled for c in chunks)
+    pairs = sum(_attended_pairs(c) for c in chunks)
+    return (2 * model.active_layer_params * num_tokens + 2 * model.vocab * model.hidden * num_sampled
+            + 4 * model.num_layers * model.num_heads * model.head_dim * pairs
+            + model.extra_flops_per_token * num_tokens)
+
+
 def step_cost(model: ModelShape, device: DeviceSpec, chunks: list[ChunkCost]) -> StepCost:
     """The roofline of one batched step: max(FLOPs / compute, bytes / bandwidth) + the step overhead
     + the row overhead per chunk + the token overhead per new position.
 
-    FLOPs: 2 per active weight per token, 2 per LM-head weight per sampled row, 4 x heads x head_dim
-    per (query, key) pair of attention, and the extras. Bytes: the weights read once per step (the
-    experts the batch touches, the LM head, the extras) and the KV each chunk attends to, its own
-    new positions' included.
+    FLOPs: see step_flops. Bytes: the weights read once per step (the experts the batch touches, the
+    LM head, the extras) and the KV each chunk attends to, its own new positions' included.
     """
     num_tokens = sum(c.num_tokens for c in chunks)
-    num_sampled = sum(c.num_sampled for c in chunks)
-    pairs = sum(_attended_pairs(c) for c in chunks)
-    flops = (2 * model.active_layer_params * num_tokens + 2 * model.vocab * model.hidden * num_sampled
-             + 4 * model.num_layers * model.num_heads * model.head_dim * pairs
-             + model.extra_flops_per_token * num_tokens)
-    per_layer = model.attention_params + model.router_params + model.expert_params * model.experts_touched(num_tokens)
-    weights = (model.num_layers * per_layer + model.vocab * model.hidden + model.extra_params) * model.bytes_per_param
+    flops = step_flops(model, chunks)
+    layers = model.layer_params(model.experts_touched(num_tokens))
+    weights = (layers + model.vocab * model.hidden + model.extra_params) * model.bytes_per_param
     kv = sum(c.context + c.num_tokens for c in chunks) * model.kv_bytes_per_token
     seconds = (max(flops / device.flops_per_s, (weights + kv) / device.bytes_per_s) + device.step_overhead_s
                + device.row_overhead_s * len(chunks) + device.token_overhead_s * num_tokens)

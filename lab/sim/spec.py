@@ -1,9 +1,15 @@
 """A simulation spec: the devices, the shape each stage is priced as and where it runs, and what the
-served config changes (KV pools sized to the memory the weights leave, and the spec's own `set`)."""
+served config changes (KV pools sized to the memory the weights leave, and the spec's own `set`).
+
+A stage's shape is its own `model` (ModelShape's fields), or, with the spec's `shapes`, its part of that
+Qwen3-Omni model: a served config by name (`qwen3-omni-h200`) or file, or a model folder, whose config.json
+gives every stage's shape (lab/sim/qwen3_omni_shapes.py); a stage then gives no `model`.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -12,6 +18,7 @@ import yaml
 
 from lab.sim.cost_model import DEVICES, DeviceSpec, ModelShape
 from lab.sim.engine import SimulatedStage
+from lab.sim.qwen3_omni_shapes import load_shapes
 from liveserve.config.document import Override
 from liveserve.config.reader import ConfigError, Section, build
 from orchestrator.config import PipelineConfig
@@ -71,19 +78,21 @@ def load_spec(name_or_path: str) -> SimSpec:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not YAML ({exc})") from None
-    return parse_spec(data, path.stem, str(path))
+    return parse_spec(data, path.stem, str(path), path.parent)
 
 
-def parse_spec(data: object, name: str, where: str) -> SimSpec:
+def parse_spec(data: object, name: str, where: str, relative_to: Path = Path(".")) -> SimSpec:
+    """`relative_to`: where a relative `shapes` path is taken from (the spec file's folder)."""
     root = Section(data, "")
     root.path = where
     calibration = root.value("calibration", str)
     devices = _devices(root.section("device"))
+    shapes = _shapes(root, relative_to)
     stages = {}
     section = root.section("stages")
     for kind in list(section.data):
         stage = section.section(kind)
-        stages[kind] = SimulatedStage(stage.section("model").fill(ModelShape, name=kind),
+        stages[kind] = SimulatedStage(_stage_shape(stage, kind, shapes),
                                       _stage_devices(stage, len(devices)), _ms(stage, "step_overhead_ms"),
                                       _ms(stage, "row_overhead_ms"), _ms(stage, "token_overhead_ms"),
                                       _non_negative(stage, "step_jitter"))
@@ -96,6 +105,29 @@ def parse_spec(data: object, name: str, where: str) -> SimSpec:
     overrides = tuple(Override.parse(text) for text in settings)
     root.finish()
     return SimSpec(name, calibration, devices, stages, utilization, overrides)
+
+
+def _shapes(root: Section, relative_to: Path) -> Mapping[str, ModelShape] | None:
+    """The parts' shapes of the Qwen3-Omni model `shapes` names; None without it."""
+    source = root.value("shapes", str | None, None)
+    if source is None:
+        return None
+    try:
+        return load_shapes(source, relative_to)
+    except ConfigError as exc:
+        raise ConfigError(f"{root.where('shapes')}: {exc}") from None
+
+
+def _stage_shape(stage: Section, kind: str, shapes: Mapping[str, ModelShape] | None) -> ModelShape:
+    """The stage's own `model`, or its part's shape from the spec's `shapes` (then it gives no `model`)."""
+    if shapes is None:
+        return stage.section("model").fill(ModelShape, name=kind)
+    if stage.has("model"):
+        raise ConfigError(f"{stage.where('model')}: the spec's shapes give this stage's shape; give one of the two")
+    if kind not in shapes:
+        raise ConfigError(f"{stage.path}: Qwen3-Omni has no {kind} part to take the shape of (the spec's shapes "
+                          f"give {', '.join(shapes)})")
+    return shapes[kind]
 
 
 def _ms(section: Section, key: str) -> float | None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.sim.cost_model import H200, ChunkCost, DeviceSpec, ModelShape, step_cost
+from lab.sim.cost_model import H200, ChunkCost, DeviceSpec, ModelShape, step_cost, step_flops
 
 # A small dense decoder whose numbers are easy to follow by hand.
 DENSE = ModelShape("dense", num_layers=2, hidden=64, num_heads=4, num_kv_heads=2, head_dim=16, intermediate=128,
@@ -70,8 +70,34 @@ def test_host_transfer_at_the_link_rate():
     assert H200.transfer_s(55e9) == pytest.approx(1.0)
 
 
+def test_dense_layers_among_moe_layers_by_hand():
+    """4 layers, 2 of them dense: those have one MLP of 96 where the others have 8 experts of 32 and a router."""
+    moe = ModelShape("moe", num_layers=4, hidden=64, num_heads=4, num_kv_heads=2, head_dim=16, intermediate=32,
+                     vocab=1000, num_experts=8, num_active_experts=2, num_dense_layers=2, dense_intermediate=96)
+    attention = 64 * 64 * 2 + 64 * 32 * 2
+    sparse, dense = 8 * 3 * 64 * 32 + 64 * 8, 3 * 64 * 96
+    assert moe.total_params == 4 * attention + 2 * sparse + 2 * dense + 2 * 1000 * 64
+    assert moe.active_layer_params == 4 * attention + 2 * (2 * 3 * 64 * 32 + 64 * 8) + 2 * dense
+    one_token = step_cost(moe, H200, [ChunkCost(1, 0, 0)])
+    assert one_token.bytes == (moe.active_layer_params + 1000 * 64) * 2 + moe.kv_bytes_per_token
+
+
+def test_an_ungated_mlp_has_two_matrices():
+    plain = ModelShape("plain", num_layers=1, hidden=64, num_heads=4, num_kv_heads=4, head_dim=16, intermediate=256,
+                       vocab=1, gated_mlp=False)
+    assert plain.expert_params == 2 * 64 * 256
+    assert step_flops(plain, [ChunkCost(1, 0, 0)]) == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 4 * 4 * 16
+
+
 @pytest.mark.parametrize("field, value", [("num_layers", 0), ("num_active_experts", 129)])
 def test_a_bad_shape_names_its_field(field, value):
     fields = dict(THINKER.__dict__, **{field: value})
     with pytest.raises(ValueError, match=field):
         ModelShape(**fields)
+
+
+def test_dense_layers_need_experts_and_a_width():
+    with pytest.raises(ValueError, match="num_dense_layers"):
+        ModelShape(**dict(DENSE.__dict__, num_dense_layers=1, dense_intermediate=64))
+    with pytest.raises(ValueError, match="dense_intermediate"):
+        ModelShape(**dict(THINKER.__dict__, num_dense_layers=1))
