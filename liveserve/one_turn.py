@@ -53,7 +53,8 @@ async def run_one_turn(config: LiveServeConfig, audio: np.ndarray | None, text: 
     try:
         session = orch.open_session("cli")
         started = time.monotonic()
-        session.add_user_item("user0", audio, text)
+        item = session.add_user_item("user0", audio, text)
+        item.add_done_callback(lambda task: task.cancelled() or task.exception())  # its failure ends the turn
         voice = orch.geometry.voice
         return await collect_turn(session, request, started, None if voice is None else voice.sample_rate)
     finally:

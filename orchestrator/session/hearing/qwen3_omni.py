@@ -16,18 +16,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Qwen3OmniHearing(Hearing):
     """The encoder takes an utterance once it has ended (its features are normalized over all of it) and
-    gives `rows(num_samples)` rows; a full-duplex stream, which needs audio encoded as it comes, is refused."""
+    gives `rows(num_samples)` rows, at most `max_rows` (the encoder stage's budget a round); a full-duplex
+    stream, which needs audio encoded as it comes, is refused."""
 
     rows: AudioRows
+    max_rows: int
     encodes: ClassVar[bool] = True
 
     @classmethod
     def of(cls, config: PipelineConfig) -> Qwen3OmniHearing:
         audio = config.encoder.model.audio
-        return cls(config.graph.input_path, AudioRows(audio.n_window, audio.hop_length))
+        return cls(config.graph.input_path, AudioRows(audio.n_window, audio.hop_length),
+                   config.encoder.scheduler.max_num_batched_tokens)
 
     def encoder_request(self, request_id: str, now: float, chunk_frames: int | None = None) -> UtteranceRequest:
         if chunk_frames is not None:
             raise ValueError("full-duplex streams are not served with Qwen3-Omni: its audio encoder takes whole "
                              "utterances")
-        return UtteranceRequest(request_id, now, self.rows)
+        return UtteranceRequest(request_id, now, self.rows, self.max_rows)
