@@ -45,5 +45,6 @@ class SharedSlots:
     def close(self) -> None:
         self._view.release()
         self._memory.close()
-        if self._owner:
+        if self._owner:  # an attacher sharing this process's resource tracker unregistered the name: track it again
+            resource_tracker.register(self._memory._name, "shared_memory")  # so that unlink's unregister finds it
             self._memory.unlink()
