@@ -55,7 +55,8 @@ def plan_placement(specs: tuple[StageSpec, ...], deployments: Mapping[str, Stage
     """Every replica of every stage in `specs` (one node: node 0), or a PlanError naming the first problem."""
     gpus = assign_gpus([spec.name for spec in specs], deployments, node)
     check_sharing(gpus, deployments)
-    return tuple(_place(spec, deployments[spec.name], replica, devices, node)
+    parameters = {spec.name: num_parameters(spec) for spec in specs}  # once a stage: a model built on meta
+    return tuple(_place(spec, parameters[spec.name], deployments[spec.name], replica, devices, node)
                  for spec in specs for replica, devices in enumerate(gpus[spec.name]))
 
 
@@ -121,10 +122,9 @@ def check_sharing(gpus: dict[str, list[tuple[int, ...]]], deployments: Mapping[s
                             f"memory fractions add up to {total:g}, over 1")
 
 
-def _place(spec: StageSpec, deployment: StageDeployment, replica: int, gpus: tuple[int, ...],
-           node: GPUNode) -> ReplicaPlacement:
+def _place(spec: StageSpec, parameters: int | None, deployment: StageDeployment, replica: int,
+           gpus: tuple[int, ...], node: GPUNode) -> ReplicaPlacement:
     split = max(1, len(gpus))
-    parameters = num_parameters(spec)
     weights = None if parameters is None else parameters * deployment.element_bytes / split
     kv_tokens, kv_bytes, host_bytes = _kv(spec, deployment, split)
     budget = None

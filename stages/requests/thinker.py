@@ -142,7 +142,8 @@ class ThinkerRequest(StageRequest):
         if result is None:
             return None
         token_id, hidden = result
-        prompt = self.talker_context.prompt(self.token_ids) if self.talker_context and not self.num_generated else None
+        first = self.talker_context is not None and not self.num_generated
+        prompt = self.talker_context.prompt(self.token_ids) if first else None
         self.token_ids.append(token_id)
         if self.talker_context is not None:
             self.talker_context.extend([token_id], len(self.token_ids) - 1)

@@ -7,10 +7,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from orchestrator.datapath.stage_bus import StageBus
-from orchestrator.interaction.playback_board import reply_states
 from orchestrator.session.events import TurnUsage
-from orchestrator.session.reply.base import Voice, VoiceGeometry
-from orchestrator.session.reply.voiced import VoicedReply
+from orchestrator.session.reply.base import VoiceGeometry
+from orchestrator.session.reply.talker_vocoder import TalkerVocoderReply
 from stages.commands import AppendInput
 from stages.config import SamplingParams
 from stages.kinds import StageKind
@@ -36,6 +35,7 @@ class Qwen3OmniVoice(VoiceGeometry):
     talker_sampling: SamplingParams
     left_context: int
     context_rule: TalkerContextRule
+    frames_per_token = 1  # what the shared talker -> vocoder playback reads (a class constant, not a field)
 
     @classmethod
     def of(cls, config: PipelineConfig) -> Qwen3OmniVoice:
@@ -64,9 +64,9 @@ class Qwen3OmniVoice(VoiceGeometry):
         return min(num_spoken, self.frames_started(heard_ms))
 
 
-class Qwen3OmniReply(VoicedReply):
+class Qwen3OmniReply(TalkerVocoderReply):
     """The first token sends the talker its prompt rows, then every token its row; the talker's frames go
-    on to code2wav."""
+    on to code2wav (the path's playback as TalkerVocoderReply publishes it, a frame a token)."""
 
     geometry: Qwen3OmniVoice
     voices_special_tokens: ClassVar[bool] = True
@@ -81,16 +81,3 @@ class Qwen3OmniReply(VoicedReply):
         if step.talker_prompt is not None:
             self.bus.submit(StageKind.TALKER, AppendInput(self.ids[StageKind.TALKER], step.talker_prompt))
         self.first_hop.push([step.hidden])
-
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float) -> None:
-        """The thinker's, the talker's and code2wav's lead over playback (see reply_states)."""
-        usage, to_vocoder = self.usage, self.hops[StageKind.VOCODER].stream
-        queued = max(0, usage.codec_frames - to_vocoder.num_buffered - usage.vocoder_frames)
-        unvoiced = max(0, len(self.spoken) - usage.codec_frames)
-        states = reply_states(started, drained_at, self.geometry.frame_ms, queued, to_vocoder.whole_chunks(unvoiced))
-        for request_id, state in zip((thinker_id, self.ids[StageKind.TALKER], self.ids[StageKind.VOCODER]), states):
-            self.bus.board.publish(request_id, state)
-
-    @property
-    def voice(self) -> Voice:
-        return self.geometry
