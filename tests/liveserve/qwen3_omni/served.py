@@ -51,21 +51,23 @@ class ServedOmni:
         configure_torch(self.config.runtime)
         self.orchestrator = Orchestrator(self.config.pipeline, placement=make_placement(self.config))
         await self.orchestrator.start()
-        self.session = self.orchestrator.open_session("parity")
-        self.num_items = 0
+        self.sessions, self.num_items = {}, 0
         return self
 
     async def __aexit__(self, *exc) -> None:
         await self.orchestrator.stop()
 
-    async def turn(self, text: str = "", audio: np.ndarray | None = None,
-                   cancel_at_ms: float | None = None) -> ServedReply:
-        """A user item (text, or 16 kHz audio), then a reply; with `cancel_at_ms`, the user barges in once that
-        much of the reply's audio (and more) has arrived, having heard `cancel_at_ms` of it."""
+    async def turn(self, text: str = "", audio: np.ndarray | None = None, cancel_at_ms: float | None = None,
+                   session: str = "parity") -> ServedReply:
+        """A user item (text, or 16 kHz audio), then a reply, in `session` (opened at its first turn); with
+        `cancel_at_ms`, the user barges in once that much of the reply's audio (and more) has arrived, having
+        heard `cancel_at_ms` of it."""
+        if session not in self.sessions:
+            self.sessions[session] = self.orchestrator.open_session(session)
         self.num_items += 1
-        await self.session.add_user_item(f"user{self.num_items}", audio, text)
-        before = self.context_ids
-        turn = self.session.start_turn(TurnRequest())
+        await self.sessions[session].add_user_item(f"user{self.num_items}", audio, text)
+        before = self.context_ids(session)
+        turn = self.sessions[session].start_turn(TurnRequest())
         pcm, rate, prompt = [], self.orchestrator.geometry.voice.sample_rate, None
         while True:
             event = await turn.events.get()
@@ -81,7 +83,6 @@ class ServedOmni:
         wav = np.concatenate(pcm) if pcm else np.zeros(0)
         return ServedReply(prompt, list(event.token_ids), codes, wav, event.status)
 
-    @property
-    def context_ids(self) -> list[int]:
+    def context_ids(self, session: str) -> list[int]:
         """The session's context now (what the thinker holds)."""
-        return [t for segment in self.session.context.segments for t in segment.token_ids]
+        return [t for segment in self.sessions[session].context.segments for t in segment.token_ids]

@@ -86,3 +86,14 @@ def test_a_turn_after_a_barge_in(folder, reference, monkeypatch):
     im_end = reference.model.config.im_end_token_id
     assert after.prompt_ids[len(cut.prompt_ids): len(cut.prompt_ids) + 5] == heard + [im_end]
     assert_matches(reference, after)
+
+
+def test_sessions_served_at_once_each_get_the_references_reply(folder, reference, monkeypatch):
+    prompts = ["Hello there, who are you?", "Tell me a story.", "What is the capital of France?", "Why?"]
+
+    async def scenario():
+        async with ServedOmni(folder, THINKER_MAX, TALKER_MAX, monkeypatch) as omni:
+            return await asyncio.gather(*(omni.turn(text, session=f"s{i}") for i, text in enumerate(prompts)))
+
+    for served in asyncio.run(scenario()):  # batched together in every stage, each one's reply is its own
+        assert_matches(reference, served)
