@@ -19,9 +19,8 @@ from liveserve.config.loader import LiveServeConfig
 from liveserve.runtime import configure_torch
 from stages.config import SamplingParams
 from stages.engine import StageEngine
-from stages.factory import build_model
+from stages.factory import build_model, decoder_of, runner_of
 from stages.requests import ThinkerRequest, TurnInput
-from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
 
 PROMPT_LEN, OUTPUT_LEN = 128, 128
@@ -46,12 +45,13 @@ def run_engine_bench(config: LiveServeConfig, batch_sizes: tuple[int, ...] = (1,
 
 
 def _timed_generation(spec, model, batch: int, max_tokens: int) -> float:
-    decoder = spec.model
+    decoder = decoder_of(spec)
     needed = batch * -(-(PROMPT_LEN + max_tokens) // spec.kv.block_size)
     kv = KVCacheManager(KVPoolConfig(num_blocks=max(needed, spec.kv.num_blocks), block_size=spec.kv.block_size,
                                      num_layers=decoder.num_layers, num_kv_heads=decoder.num_kv_heads,
                                      head_dim=decoder.head_dim))
-    engine = StageEngine("thinker", Scheduler(spec.scheduler, kv, time.monotonic), ThinkerRunner(model, kv), lambda _: None)
+    runner = runner_of(spec, model, kv)
+    engine = StageEngine("thinker", Scheduler(spec.scheduler, kv, time.monotonic), runner, lambda _: None)
     gen = torch.Generator().manual_seed(batch)
     sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     for i in range(batch):

@@ -68,7 +68,10 @@ def check_weights(spec: StageSpec) -> None:
 
 
 def build_model(spec: StageSpec) -> torch.nn.Module:
-    """The stage's model with the GGUF file's weights, the checkpoint's, or seeded ones."""
+    """The stage's model with the GGUF file's weights, the checkpoint's, or seeded ones (a Qwen3-Omni stage's:
+    its part of the folder)."""
+    if spec.is_qwen3_omni:
+        return qwen3_omni_parts.model(spec)
     model = MODELS[spec.kind](spec.model)
     if spec.gguf is not None:
         GGUFLlama.read(spec.gguf).load_into(model)
@@ -172,9 +175,13 @@ def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
         return ASRRunner(WhisperASR.load(spec.model, spec.threads))
     if spec.kind == "tts":
         return TTSRunner(PiperTTS.load(spec.model, spec.threads))
+    return runner_of(spec, build_model(spec), kv)
+
+
+def runner_of(spec: StageSpec, model, kv: KVCacheManager | None) -> ModelRunner:
+    """`model` (build_model's) in the stage's runner; `kv` for a decoder's."""
     if spec.is_qwen3_omni:
-        return qwen3_omni_parts.runner(spec, kv)
-    model = build_model(spec)
+        return qwen3_omni_parts.runner(spec, model, kv)
     if spec.kind in ("encoder", "vocoder"):
         return (EncoderRunner if spec.kind == "encoder" else VocoderRunner)(model)
     return (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)

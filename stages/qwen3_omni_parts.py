@@ -48,12 +48,21 @@ def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
     return folder.tokenizer(), folder.default_instructions()
 
 
-def runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
+PARTS = {"encoder": Qwen3OmniAudio, "thinker": Qwen3OmniThinker, "talker": Qwen3OmniTalker, "vocoder": Code2Wav}
+
+
+def model(spec: StageSpec):
+    """The stage's part of the folder, its weights loaded."""
+    return PARTS[spec.kind].from_folder(spec.folder)
+
+
+def runner(spec: StageSpec, part, kv: KVCacheManager | None) -> ModelRunner:
+    """`part` (see `model`) in the stage's runner; `kv` for a decoder's."""
     config: Qwen3OmniConfig = spec.model
     if spec.kind == "encoder":
-        return UtteranceRunner(Qwen3OmniAudio.from_folder(spec.folder))
+        return UtteranceRunner(part)
     if spec.kind == "thinker":
-        return Qwen3ThinkerRunner(Qwen3OmniThinker.from_folder(spec.folder), kv, config.talker.accept_hidden_layer)
+        return Qwen3ThinkerRunner(part, kv, config.talker.accept_hidden_layer)
     if spec.kind == "talker":
-        return Qwen3TalkerRunner(Qwen3OmniTalker.from_folder(spec.folder), kv, suppressed_codec_ids(config.talker))
-    return Code2WavRunner(Code2Wav.from_folder(spec.folder))
+        return Qwen3TalkerRunner(part, kv, suppressed_codec_ids(config.talker))
+    return Code2WavRunner(part)
