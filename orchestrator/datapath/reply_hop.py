@@ -11,7 +11,7 @@ from orchestrator.datapath.chunk_stream import ChunkStream
 from orchestrator.datapath.request_id import RequestId
 from orchestrator.datapath.stage_bus import OutputHandler, StageBus
 from orchestrator.datapath.stage_graph import Edge
-from stages.commands import AbortRequest, AddRequest, AppendInput
+from stages.commands import AbortRequest, AddRequest, AppendInput, StopGeneration
 from stages.kinds import Payload
 from stages.requests.base import StageRequest
 
@@ -23,14 +23,16 @@ PACKERS: dict[Payload, Callable[[list], Any]] = {
 
 
 class ReplyHop:
-    """The target stage's request of one reply, fed along `edge` in its chunks (see ChunkStream)."""
+    """The target stage's request of one reply, fed along `edge` in its chunks (see ChunkStream): a new
+    request `start` adds, or the id of one already there. A `resident` request (a session's, living on after
+    the reply) is only stopped by `abort`, never dropped."""
 
-    def __init__(self, edge: Edge, request: StageRequest, bus: StageBus) -> None:
-        self.edge, self.bus = edge, bus
-        self.request_id: RequestId = request.request_id
+    def __init__(self, edge: Edge, request: StageRequest | RequestId, bus: StageBus, resident: bool = False) -> None:
+        self.edge, self.bus, self.resident = edge, bus, resident
+        self.request_id: RequestId = request if isinstance(request, RequestId) else request.request_id
         self.stream: ChunkStream = ChunkStream(edge.chunks)
         self._pack = PACKERS[edge.carries]
-        self._request = request
+        self._request = None if isinstance(request, RequestId) else request
 
     @property
     def kind(self):
@@ -38,7 +40,8 @@ class ReplyHop:
 
     def start(self, owner: OutputHandler) -> None:
         self.bus.own(self.request_id, owner)
-        self.bus.submit(self.kind, AddRequest(self._request))
+        if self._request is not None:
+            self.bus.submit(self.kind, AddRequest(self._request))
 
     def push(self, items: list) -> None:
         for chunk in self.stream.push(items):
@@ -50,4 +53,5 @@ class ReplyHop:
         self.bus.submit(self.kind, AppendInput(self.request_id, self._pack(rest) if rest else None, close=True))
 
     def abort(self) -> None:
-        self.bus.submit(self.kind, AbortRequest(self.request_id))
+        command = StopGeneration(self.request_id) if self.resident else AbortRequest(self.request_id)
+        self.bus.submit(self.kind, command)

@@ -10,7 +10,15 @@ import torch
 
 from orchestrator.datapath.request_id import RequestId
 from orchestrator.interaction.events import ContextFull
-from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration
+from stages.commands import (
+    AbortRequest,
+    AddRequest,
+    AppendInput,
+    Command,
+    KVProtectHint,
+    StopGeneration,
+    TurnEndingHint,
+)
 from stages.kinds import StageKind
 from stages.plan import StageOutput
 from stages.requests import ThinkerRequest, TurnInput
@@ -87,6 +95,7 @@ class SessionContext:
         self.is_lost = False
         self._last_edit: asyncio.Future | None = None
         self._arriving: dict[str, bool] = {}  # user items on their way in, by id: whether they may still enter
+        self.talker_id: RequestId | None = None  # the resident talker request, once a reply shape added one
 
     def reserve_edit(self) -> tuple[asyncio.Future | None, asyncio.Future]:
         """(the previous edit's completion, this edit's completion to resolve when done)."""
@@ -96,8 +105,23 @@ class SessionContext:
 
     @property
     def request_ids(self) -> dict[StageKind, RequestId]:
-        """The session's requests in the stages that the context owns, by kind: its thinker request."""
-        return {StageKind.THINKER: self.thinker_id}
+        """The session's requests in the stages that the context owns, by kind: its thinker request, and the
+        talker request that reads the conversation where the reply shape keeps one."""
+        talker = {StageKind.TALKER: self.talker_id} if self.talker_id is not None else {}
+        return {StageKind.THINKER: self.thinker_id, **talker}
+
+    def hint(self, kind: type[KVProtectHint] | type[TurnEndingHint], lead_s: float) -> None:
+        """Tell every resident request of the session (their KV) that its next turn comes in `lead_s`."""
+        for stage, request_id in self.request_ids.items():
+            self.pipeline.bus.submit(stage, kind(request_id, lead_s))
+
+    def resident_talker(self) -> tuple[RequestId, bool]:
+        """The id of the session's resident talker request (it lives as long as this context's thinker
+        request), and whether it is still to be added to the talker stage (the caller adds it)."""
+        is_new = self.talker_id is None
+        if is_new:
+            self.talker_id = RequestId(self.session_id, StageKind.TALKER, f"context{self.num_rebuilds}")
+        return self.talker_id, is_new
 
     def submit(self, command: Command) -> None:
         """Hand `command` (about the thinker request) to the thinker stage."""
@@ -214,6 +238,13 @@ class SessionContext:
             self.active_turn.cancel()
         self.pipeline.bus.disown(self.thinker_id)
         self.submit(AbortRequest(self.thinker_id))
+        self._drop_talker()
+
+    def _drop_talker(self) -> None:
+        if self.talker_id is not None:
+            self.pipeline.bus.disown(self.talker_id)
+            self.pipeline.bus.submit(StageKind.TALKER, AbortRequest(self.talker_id))
+            self.talker_id = None
 
     def _segment(self, item_id: str) -> ContextSegment:
         segment = self.segment(item_id)
@@ -228,6 +259,7 @@ class SessionContext:
     def _restart(self) -> None:
         self.pipeline.bus.disown(self.thinker_id)
         self.submit(AbortRequest(self.thinker_id))
+        self._drop_talker()  # its user rows were the old context's
         self.num_rebuilds += 1
         self.thinker_id = RequestId(self.session_id, StageKind.THINKER, self.num_rebuilds)
         self.start()

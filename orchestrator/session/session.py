@@ -95,11 +95,11 @@ class Session:
     def speech_started(self) -> None:
         """The user started speaking: their next turn needs the context soon (protect and preload its KV)."""
         self.interaction.on_speech_started()
-        self.context.submit(KVProtectHint(self.context.thinker_id, self.interaction.lead_s))
+        self.context.hint(KVProtectHint, self.interaction.lead_s)
 
     def speech_paused(self, lead_s: float) -> None:
         """The user went quiet: unless they go on, the turn ends in `lead_s` (the KV may come back now)."""
-        self.context.submit(TurnEndingHint(self.context.thinker_id, lead_s))
+        self.context.hint(TurnEndingHint, lead_s)
 
     def open_duplex(self, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
         """Start the session's full-duplex stream; its context starts with the system message, if any."""

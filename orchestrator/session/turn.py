@@ -51,7 +51,7 @@ class Turn:
         self._generating = asyncio.get_running_loop().create_future()
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
         self.reply = new_reply(self.geometry.voice, request.speak, session.session_id, session.num_turns, self.bus,
-                               self.usage)
+                               self.usage, session)
         self._previous_edit, self._edit_done = session.reserve_edit()
 
     @property

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from orchestrator.config import PipelineConfig
 
 
+class SessionRequests(Protocol):
+    """What a reply may keep in its session beyond its turn (the SessionContext holds it)."""
+
+    def resident_talker(self) -> tuple[RequestId, bool]:
+        """The session's resident talker request id, and whether the caller must add the request."""
+
+
 class Voice(Protocol):
     """How a reply's audio maps back to its spoken tokens (kept by its context segment after the turn)."""
 
@@ -48,8 +55,10 @@ class VoiceGeometry(ABC):
         """The shape's numbers in `config`, whose graph's reply path is this shape's."""
 
     @abstractmethod
-    def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage) -> Reply:
-        """The strategy of one turn's reply (turn `turn_index` of the session), counting its work in `usage`."""
+    def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage,
+              session: SessionRequests | None = None) -> Reply:
+        """The strategy of one turn's reply (turn `turn_index` of the session), counting its work in `usage`;
+        a shape that keeps requests across turns keeps them in `session`."""
 
     @property
     def ms_per_token(self) -> float | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from orchestrator.datapath.stage_bus import StageBus
 from orchestrator.datapath.stage_graph import StageGraph
 from orchestrator.session.events import TurnUsage
-from orchestrator.session.reply.base import Reply, VoiceGeometry
+from orchestrator.session.reply.base import Reply, SessionRequests, VoiceGeometry
 from orchestrator.session.reply.qwen3_omni import Qwen3OmniVoice
 from orchestrator.session.reply.silent import SilentReply
 from orchestrator.session.reply.talker_vocoder import TalkerVocoderVoice
@@ -48,9 +48,9 @@ def voice_of(config: PipelineConfig) -> VoiceGeometry | None:
 
 
 def new_reply(voice: VoiceGeometry | None, speak: bool, session_id: str, turn_index: int, bus: StageBus,
-              usage: TurnUsage) -> Reply:
+              usage: TurnUsage, session: SessionRequests | None = None) -> Reply:
     """One turn's reply: in `voice`'s shape if the request asks to `speak` and the pipeline has a voice,
-    else a SilentReply."""
+    else a SilentReply (`session`: where a shape keeps requests across turns)."""
     if voice is None or not speak:
         return SilentReply()
-    return voice.reply(session_id, turn_index, bus, usage)
+    return voice.reply(session_id, turn_index, bus, usage, session)

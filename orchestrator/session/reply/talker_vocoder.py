@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from orchestrator.datapath.stage_bus import StageBus
 from orchestrator.interaction.playback_board import reply_states
 from orchestrator.session.events import TurnUsage
-from orchestrator.session.reply.base import Voice, VoiceGeometry
+from orchestrator.session.reply.base import SessionRequests, Voice, VoiceGeometry
 from orchestrator.session.reply.voiced import VoicedReply
 from stages.config import SamplingParams
 from stages.kinds import StageKind
@@ -38,7 +38,8 @@ class TalkerVocoderVoice(VoiceGeometry):
                    1000.0 * vocoder.samples_per_frame / vocoder.sample_rate, talker.frames_per_token, talker.bos_id,
                    vocoder.left_context_frames, config.talker_sampling)
 
-    def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage) -> TalkerVocoderReply:
+    def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage,
+              session: SessionRequests | None = None) -> TalkerVocoderReply:
         return TalkerVocoderReply(self, session_id, turn_index, bus, usage)
 
     @property

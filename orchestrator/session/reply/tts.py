@@ -9,7 +9,7 @@ import torch
 
 from orchestrator.datapath.stage_bus import StageBus
 from orchestrator.session.events import TurnUsage
-from orchestrator.session.reply.base import Voice, VoiceGeometry
+from orchestrator.session.reply.base import SessionRequests, Voice, VoiceGeometry
 from orchestrator.session.reply.voiced import VoicedReply
 from orchestrator.session.spoken_text import SpokenText
 from stages.interaction import PlaybackState
@@ -38,7 +38,8 @@ class TTSVoice(VoiceGeometry):
         return cls(config.graph.reply_path, TTS_SAMPLE_RATE, TTS_FRAME_SAMPLES,
                    1000.0 * TTS_FRAME_SAMPLES / TTS_SAMPLE_RATE, model.first_segment_words, model.max_segment_words)
 
-    def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage) -> TTSReply:
+    def reply(self, session_id: str, turn_index: int, bus: StageBus, usage: TurnUsage,
+              session: SessionRequests | None = None) -> TTSReply:
         return TTSReply(self, session_id, turn_index, bus, usage)
 
 

@@ -22,13 +22,15 @@ class VoicedReply(Reply):
     """A reply spoken along `geometry.path`, each stage's output chunked on to the next (see ReplyHop).
 
     A shape says what is its own: `_requests` (each stage's request), `_send` (what a spoken token
-    sends to the first stage; special tokens are spoken only if `voices_special_tokens`), `_pcm` (the
+    sends to the first stage; special tokens are spoken only if `voices_special_tokens`; `resident_kinds`:
+    the stages whose request the session keeps across turns, given as its id when not new), `_pcm` (the
     audio in a payload of the last stage; the payload itself by default), `publish_playback` and `voice`
     (which `heard_tokens` asks). Codec frames are counted as they cross an edge, audio as it comes out
     (its vocoded frames of `samples_per_frame`).
     """
 
     voices_special_tokens: ClassVar[bool] = False
+    resident_kinds: ClassVar[frozenset[StageKind]] = frozenset()  # stages whose request is the session's
 
     def __init__(self, geometry: VoiceGeometry, session_id: str, turn_index: int, bus: StageBus,
                  usage: TurnUsage) -> None:
@@ -39,8 +41,8 @@ class VoicedReply(Reply):
         self.is_finished = False
 
     @abstractmethod
-    def _requests(self, now: float, num_turns: int) -> dict[StageKind, StageRequest]:
-        """The reply's request for each stage of the path (ids from `ids`)."""
+    def _requests(self, now: float, num_turns: int) -> dict[StageKind, StageRequest | RequestId]:
+        """The reply's request for each stage of the path (ids from `ids`; a resident one already added: its id)."""
 
     @abstractmethod
     def _send(self, step: ThinkerStep, text: str) -> None:
@@ -58,7 +60,8 @@ class VoicedReply(Reply):
     def start(self, owner: OutputHandler, now: float, num_turns: int) -> None:
         requests = self._requests(now, num_turns)
         for edge in self.geometry.path:
-            hop = self.hops[edge.target] = ReplyHop(edge, requests[edge.target], self.bus)
+            hop = self.hops[edge.target] = ReplyHop(edge, requests[edge.target], self.bus,
+                                                    resident=edge.target in self.resident_kinds)
             hop.start(owner)
 
     def speak(self, position: int, step: ThinkerStep, text: str, is_special: bool = False) -> bool:

@@ -15,7 +15,7 @@ from liveserve.config.loader import load_config
 from liveserve.runtime import configure_torch, make_placement
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.session.events import AudioDelta, TurnDone, TurnRequest
-from stages.requests.qwen3_talker import Qwen3TalkerRequest
+from stages.requests.qwen3_talker import Qwen3TalkerRequest, TalkerFrame
 
 
 @dataclass
@@ -30,19 +30,20 @@ class ServedReply:
 class ServedOmni:
     """One session on `folder` with greedy replies of at most `thinker_max` text tokens and `talker_max` first
     codes (the reference's thinker_max_new_tokens and talker_max_new_tokens). Frames are recorded as the
-    talker's requests take them (`monkeypatch`)."""
+    talker's requests take them (`monkeypatch`); the talker's request is the session's, so a reply's frames
+    are read before the session's next turn."""
 
     def __init__(self, folder: Path, thinker_max: int, talker_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
         sets = [f"model.folder={folder}", "runtime.placement=threads",
                 f"stages.thinker.sampling.max_tokens={thinker_max}", f"stages.talker.sampling.max_tokens={talker_max}"]
         self.config = load_config("qwen3-omni-tiny-cpu", [override_argument(s) for s in sets])
-        self.frames: dict[str, list[list[int]]] = {}
+        self.frames: dict[str, list[list[int]]] = {}  # each talker's latest reply's frames
         advance = Qwen3TalkerRequest.advance
 
         def recording(request, num_tokens, result):
             frame = advance(request, num_tokens, result)
-            if frame is not None:
-                self.frames.setdefault(request.request_id, []).append(frame)
+            if isinstance(frame, TalkerFrame):
+                self.frames[request.request_id] = list(request.frames)
             return frame
 
         monkeypatch.setattr(Qwen3TalkerRequest, "advance", recording)
