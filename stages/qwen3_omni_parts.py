@@ -37,9 +37,14 @@ def num_parameters(spec: StageSpec) -> int:
     return sum(parameter.numel() for parameter in module.parameters())
 
 
+WEIGHTS = {"encoder": ("thinker.audio_tower.",), "thinker": ("thinker.model.", "thinker.lm_head."),
+           "talker": ("talker.", "thinker.model.embed_tokens."), "vocoder": ("code2wav.",)}  # what each part reads
+
+
 def check(spec: StageSpec) -> None:
-    """ModelFolderError naming the file and field of the first problem of the stage's folder."""
-    Qwen3OmniFolder(spec.folder).check()
+    """ModelFolderError naming the file and field of the first problem of what the stage reads of its folder
+    (the thinker's stage: the tokenizer and chat template too, which the server reads with it)."""
+    Qwen3OmniFolder(spec.folder).check(WEIGHTS[spec.kind], text=spec.kind == "thinker")
 
 
 def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:

@@ -150,6 +150,9 @@ class RealtimeSession:
         duplex = duplex_request(event.get("session"))
         require(not duplex or self.duplex is not None or self.response is None, "conversation_already_has_active_response",
                 "a response is in progress; duplex mode starts after it", "session.liveserve.duplex")
+        if duplex:
+            with refusal("invalid_value", "session.liveserve.duplex"):
+                self.orch.geometry.hearing.check_duplex()
         settings = apply_update(self.settings, event.get("session"))
         if not self.orch.geometry.hearing.transcribes:
             settings = replace(settings, transcription=None)

@@ -103,8 +103,7 @@ class Session:
 
     def open_duplex(self, listener: Callable[[DuplexEvent], None]) -> DuplexStream:
         """Start the session's full-duplex stream; its context starts with the system message, if any."""
-        if not self.pipeline.geometry.hearing.encodes:
-            raise ValueError("full duplex streams audio into the thinker through an encoder; this pipeline has none")
+        self.pipeline.geometry.hearing.check_duplex()
         prefix = [t for s in self.context.segments if s.item_id == SYSTEM_ITEM for t in s.token_ids]
         return self._duplex.open(self.session_id, prefix, listener)
 

@@ -28,6 +28,8 @@ class Hearing(ABC):
 
     - `encodes`: the user's 16 kHz audio reaches the thinker as embeddings, through an encoder
       (a user item's audio, and a full-duplex stream's).
+    - `check_duplex()`: a full-duplex stream can be heard (its audio encoded as it comes), else the
+      ValueError saying why not.
     - `encoder_request(request_id, now, chunk_frames)`: the encoder request that encodes such audio,
       in chunks of `chunk_frames` frames (None: the shape's own chunk).
     - `transcribes`: the user's speech reaches the thinker as text, through an ASR stage: a user
@@ -45,6 +47,9 @@ class Hearing(ABC):
     @abstractmethod
     def of(cls, config: PipelineConfig) -> Hearing:
         """The shape's numbers in `config`, whose graph's input path is this shape's."""
+
+    def check_duplex(self) -> None:
+        raise ValueError("full duplex streams audio into the thinker through an encoder; this pipeline has none")
 
     def encoder_request(self, request_id: str, now: float, chunk_frames: int | None = None) -> EncoderRequest:
         raise ValueError("this pipeline takes no audio: its graph has no encoder")

@@ -25,6 +25,9 @@ class EncoderHearing(Hearing):
         encoder = config.encoder.model
         return cls(config.graph.input_path, encoder.chunk_frames, encoder.samples_per_frame)
 
+    def check_duplex(self) -> None:
+        pass
+
     def encoder_request(self, request_id: str, now: float, chunk_frames: int | None = None) -> EncoderRequest:
         chunk = self.chunk_frames if chunk_frames is None else chunk_frames
         return EncoderRequest(request_id, now, chunk, self.samples_per_frame)

@@ -29,8 +29,11 @@ class Qwen3OmniHearing(Hearing):
         return cls(config.graph.input_path, AudioRows(audio.n_window, audio.hop_length),
                    config.encoder.scheduler.max_num_batched_tokens)
 
+    def check_duplex(self) -> None:
+        raise ValueError("full-duplex streams are not served with Qwen3-Omni: its audio encoder takes whole "
+                         "utterances")
+
     def encoder_request(self, request_id: str, now: float, chunk_frames: int | None = None) -> UtteranceRequest:
         if chunk_frames is not None:
-            raise ValueError("full-duplex streams are not served with Qwen3-Omni: its audio encoder takes whole "
-                             "utterances")
+            self.check_duplex()
         return UtteranceRequest(request_id, now, self.rows, self.max_rows)

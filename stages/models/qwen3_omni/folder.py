@@ -51,16 +51,18 @@ class Qwen3OmniFolder:
             raise ModelFolderError(f"{file}: hop_length must be a positive integer, got {hop!r}")
         return hop
 
-    def check(self) -> Qwen3OmniConfig:
-        """Everything the stages and the server read, without loading weights (ModelFolderError: the first
-        problem, naming its file)."""
+    def check(self, parts: tuple[str, ...] = PARTS, text: bool = True) -> Qwen3OmniConfig:
+        """What the stages and the server read, without loading weights: config.json, every weights file the
+        index names, the tensors of `parts` (their headers), and with `text` the tokenizer and chat template
+        (ModelFolderError: the first problem, naming its file)."""
         config = self.config()
-        self._check_weights()
-        self.tokenizer(config)
+        self._check_weights(parts)
+        if text:
+            self.tokenizer(config)
         return config
 
-    def _check_weights(self) -> None:
-        """Every file the index names is there, and every part has tensors (their headers read)."""
+    def _check_weights(self, parts: tuple[str, ...]) -> None:
+        """Every file the index names is there, and each of `parts` has tensors (their headers read)."""
         try:
             weights = SafetensorsFolder(self.path)
         except (FileNotFoundError, ValueError, OSError) as exc:
@@ -68,7 +70,7 @@ class Qwen3OmniFolder:
         missing = sorted({file.name for file in weights.file_of.values() if not file.is_file()})
         if missing:
             raise ModelFolderError(f"{self.path}: weights file {missing[0]} is missing (the index names it)")
-        for prefix in PARTS:
+        for prefix in parts:
             keys = weights.keys(prefix)
             if not keys:
                 raise ModelFolderError(f"{self.path / weights.where_missing()}: no tensors under {prefix!r}")

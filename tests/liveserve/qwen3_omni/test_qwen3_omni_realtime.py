@@ -74,3 +74,21 @@ def test_spoken_turn_barge_in_and_second_turn(qwen3_server, speech_16k):
         assert last.response.status in ("completed", "incomplete")
         assert "response.output_audio.delta" in types
     assert barged[1].type == "response.done" and barged[1].response.status == "cancelled"
+
+
+def test_a_full_duplex_stream_is_refused_with_an_error_naming_why(qwen3_server):
+    async def scenario():
+        client = openai.AsyncOpenAI(api_key="unused", base_url=f"http://127.0.0.1:{qwen3_server.port}/v1",
+                                    websocket_base_url=f"ws://127.0.0.1:{qwen3_server.port}/v1")
+        async with client.realtime.connect(model="qwen3-omni") as conn:
+            await conn.session.update(session={"type": "realtime", "liveserve": {"duplex": True}})
+            async for event in conn:
+                if event.type == "error":
+                    await conn.conversation.item.create(item={
+                        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi."}]})
+                    await conn.response.create(response={"output_modalities": ["text"]})
+                    return event, await events_until_done(conn)
+
+    error, (_, done) = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert "takes whole utterances" in error.error.message
+    assert done.type == "response.done" and done.response.status in ("completed", "incomplete")  # the session goes on
