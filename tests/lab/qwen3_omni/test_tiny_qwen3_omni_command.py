@@ -22,7 +22,7 @@ def test_the_installed_command_writes_a_folder_and_names_it(tmp_path):
 def test_an_unknown_shape_is_named(tmp_path, capsys):
     assert main([str(tmp_path / "tiny"), "--shape", "huge"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: --shape: unknown shape 'huge' (known: tiny-a, tiny-b, tiny-c)"]
+        "error: --shape: unknown shape 'huge' (known: tiny-a, tiny-b, tiny-c, tiny-d)"]
     assert not (tmp_path / "tiny").exists()
 
 
