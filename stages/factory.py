@@ -142,17 +142,21 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
 def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
                        view: InteractionView | None, device: SharedDevice | None):
     """The thinker on vLLM's engine (in this process: it must have vLLM), over the deployer's HF folder (its
-    shape checked first) or the GGUF file's converted one; a policy other than fcfs (vLLM's own) orders
-    vLLM's scheduler, reading `view` and `device`; with offload eviction next_use, its host cache evicts by the
-    next use `view` predicts."""
+    shape checked first; a Qwen3-Omni folder's thinker with the rows its talker reads) or the GGUF file's
+    converted one; a policy other than fcfs (vLLM's own) orders vLLM's scheduler, reading `view` and `device`;
+    with offload eviction next_use, its host cache evicts by the next use `view` predicts."""
     from stages.vllm_backend import vllm_api
     from stages.vllm_backend.engine import VllmThinkerEngine
     from stages.vllm_backend.hf_folder import hf_folder
 
-    if spec.folder is not None:
+    talker_layer, talker_rows = None, None
+    if spec.is_qwen3_omni:
+        qwen3_omni_parts.check(spec)
+        talker_layer, talker_rows = qwen3_omni_parts.vllm_talker_rows(spec)
+    elif spec.folder is not None:
         ModelFolder(spec.folder).check_shape(spec.model)
     folder = spec.folder or hf_folder(spec.gguf, spec.vllm.cache_dir)
-    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed)
+    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed, talker_layer)
     policy = None
     if spec.scheduler.policy != "fcfs":
         policy = make_policy(spec.scheduler, view, vllm_api.pool_kv(vllm_api.scheduler_of(engine)), device)
@@ -160,7 +164,7 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     if spec.vllm.offload.eviction == "next_use" and view is not None:
         vllm_api.evict_by_next_use(vllm_api.scheduler_of(engine), view.next_use)
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
-    return VllmThinkerEngine(spec.name, engine, emit, policy, clock, trace)
+    return VllmThinkerEngine(spec.name, engine, emit, policy, clock, trace, talker_rows)
 
 
 def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:

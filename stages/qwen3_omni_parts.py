@@ -12,6 +12,7 @@ from stages.models.qwen3_omni.folder import Qwen3OmniFolder
 from stages.models.qwen3_omni.talker import Qwen3OmniTalker
 from stages.models.qwen3_omni.talker_logits import suppressed_codec_ids
 from stages.models.qwen3_omni.thinker import Qwen3OmniThinker
+from stages.models.qwen3_omni.weights import SafetensorsFolder
 from stages.models.tokenizer import TextTokenizer
 from stages.runners.base import ModelRunner
 from stages.runners.code2wav import Code2WavRunner
@@ -51,6 +52,16 @@ def thinker_text(spec: StageSpec) -> tuple[TextTokenizer, str]:
     """The folder's tokenizer (its special ids config.json's) and its chat template's default system message."""
     folder = Qwen3OmniFolder(spec.folder)
     return folder.tokenizer(), folder.default_instructions()
+
+
+def vllm_talker_rows(spec: StageSpec):
+    """For the thinker on vLLM: the layer whose hidden states the talker reads, and where its rows come from
+    (a TalkerRowSource over the thinker's embedding table, read from the folder)."""
+    from stages.vllm_backend.talker_rows import TalkerRowSource
+
+    key = "thinker.model.embed_tokens.weight"
+    table = SafetensorsFolder(spec.folder).read([key])[key].to(getattr(torch, spec.vllm.dtype))
+    return spec.model.talker.accept_hidden_layer, TalkerRowSource(table)
 
 
 PARTS = {"encoder": Qwen3OmniAudio, "thinker": Qwen3OmniThinker, "talker": Qwen3OmniTalker, "vocoder": Code2Wav}

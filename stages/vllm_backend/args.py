@@ -10,6 +10,7 @@ from stages.validation import require_number, require_positive_ints
 CPU_DTYPES = ("float32", "bfloat16")  # what vLLM's CPU platform computes in
 GPU_DTYPES = ("bfloat16", "float16", "float32")
 CPU_BLOCK_MULTIPLE = 32  # vLLM's CPU attention takes KV blocks of a multiple of 32 tokens
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # and these head sizes (cpu_attn.py:70)
 GPU_BLOCK_MULTIPLE = 16
 EVICTIONS = ("none", "lru", "next_use")
 

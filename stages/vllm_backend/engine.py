@@ -17,6 +17,7 @@ from stages.policies.base import SchedulingPolicy
 from stages.requests.thinker import ThinkerRequest, ThinkerStep
 from stages.step_trace import StepTrace
 from stages.vllm_backend import vllm_api
+from stages.vllm_backend.talker_rows import TalkerRowSource, prompt_embeds
 from stages.vllm_backend.vllm_api import TokensOut
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,17 @@ class VllmThinkerEngine(EngineThread):
     up: a new thread starts from OMP_NUM_THREADS, and vLLM's CPU attention refuses a step whose thread count
     differs from the one vLLM pinned. With a `trace`, each step is a line as a native stage writes it (by
     LiveServe request id; `ready`: the generations started since the step before), at `clock`'s time.
+    With `talker_rows` (a Qwen3-Omni thinker, its engine built with a talker layer), turns may carry input
+    embeddings (a mixed prompt), and every step carries the rows a native Qwen3-Omni thinker's would: the
+    talker's prompt rows on a generation's first step, each token's input embedding.
     """
 
     def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None],
                  policy: SchedulingPolicy | None = None, clock: Callable[[], float] = time.monotonic,
-                 trace: StepTrace | None = None) -> None:
+                 trace: StepTrace | None = None, talker_rows: TalkerRowSource | None = None) -> None:
         super().__init__(name)
         self.engine, self.emit, self.policy, self.clock, self.trace = engine, emit, policy, clock, trace
+        self.talker_rows = talker_rows
         self._started: list[str] = []  # generations started since the last step, for the trace
         self.num_threads = torch.get_num_threads()
         self.requests: dict[str, ThinkerRequest] = {}
@@ -116,7 +121,7 @@ class VllmThinkerEngine(EngineThread):
         self.requests[request.request_id] = request
 
     def _append(self, request: ThinkerRequest, command: AppendInput) -> None:
-        if command.data is not None and command.data.embeds:
+        if command.data is not None and command.data.embeds and self.talker_rows is None:
             raise ValueError(f"stage {self.name} (vllm) takes token ids only; input embeddings need the native backend")
         request.append(command.data, command.close)
         if request.is_generating and request.request_id not in self._generations:
@@ -125,8 +130,12 @@ class VllmThinkerEngine(EngineThread):
     def _start_generation(self, request: ThinkerRequest) -> None:
         self._num_generations += 1
         vllm_id = f"{request.request_id}#{self._num_generations}"
+        embeds, rows = None, None
+        if self.talker_rows is not None:
+            embeds = prompt_embeds(request, self.talker_rows.embed_table.shape[1])
+            rows = self.talker_rows.start(request) if request.talker_context is not None else None
         vllm_api.add(self.engine, vllm_id, list(request.token_ids), request.sampling, request.stop_ids,
-                     request.request_id)
+                     request.request_id, embeds, rows)
         request.num_computed = request.num_known
         self._generations[request.request_id], self._owners[vllm_id] = vllm_id, request.request_id
         self._started.append(request.request_id)
@@ -149,13 +158,24 @@ class VllmThinkerEngine(EngineThread):
                 self._outputs.append(StageOutput(request_id, is_finished=True, error=f"{self.name} failed: {exc}"))
             return
         self._record(produced, now, time.perf_counter() - started)
+        if self.talker_rows is not None:
+            for owner, positions, rows in vllm_api.take_rows():
+                if owner in self.requests:
+                    self.talker_rows.deliver(self.requests[owner], positions, rows)
         for out in produced:
             if out.request_id in self._owners:
-                self._commit(self.requests[self._owners[out.request_id]], out)
+                request = self.requests[self._owners[out.request_id]]
+                try:
+                    self._commit(request, out)
+                except ValueError as exc:  # e.g. a talker row never came: that request fails, not the engine
+                    self._end_generation(request.request_id)
+                    request.stop_generation()
+                    self._outputs.append(StageOutput(request.request_id, error=str(exc)))
 
     def _commit(self, request: ThinkerRequest, out: TokensOut) -> None:
         for i, token_id in enumerate(out.token_ids):
-            step: ThinkerStep = request.advance(1, (token_id, NO_HIDDEN))
+            row = NO_HIDDEN if self.talker_rows is None else self.talker_rows.token_row(token_id)
+            step: ThinkerStep = request.advance(1, (token_id, row))
             if step.finish_reason is None and out.finish_reason is not None and i == len(out.token_ids) - 1:
                 request.stop_generation()
                 step = replace(step, finish_reason=out.finish_reason)

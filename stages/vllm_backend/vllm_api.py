@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from stages.config import SamplingParams, SchedulerConfig
 from stages.policies.base import SchedulingPolicy
 from stages.vllm_backend.args import VllmArgs, VllmOffload
@@ -26,7 +28,9 @@ IN_PROCESS_ENV = {  # read by vLLM when its engine is built: no engine-core proc
     "VLLM_LOGGING_LEVEL": "WARNING",
 }
 OWNER_ARG = "liveserve_request_id"  # SamplingParams.extra_args key: the LiveServe request a generation serves
+ROWS_ARG = "liveserve_rows"  # SamplingParams.extra_args key: prompt positions whose tapped hidden states it wants
 CACHE_POLICY_MODULE = "stages.vllm_backend.cache_policy"
+TAP_MODULE = "stages.vllm_backend.hidden_state_tap"
 
 
 @dataclass(frozen=True)
@@ -39,24 +43,36 @@ class TokensOut:
     finish_reason: str | None
 
 
-def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int):
+def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int,
+                 talker_layer: int | None = None):
     """vLLM's LLMEngine over the HF folder `model_dir`, its engine core (an OrderedScheduler, to be given a
     policy with `order_by` or left to vLLM's order) in this process, taking token ids (no tokenizer). On GPUs
     with tensor parallelism the workers are processes of vLLM's own (the mp executor; not run yet: this build
-    has no GPU); otherwise the one worker is this process."""
+    has no GPU); otherwise the one worker is this process. With `talker_layer`, `model_dir` is a Qwen3-Omni
+    folder whose thinker vLLM runs (qwen3_omni_thinker.py), taking prompt embeddings, and the hidden states
+    after `talker_layer` layers are tapped (see `take_rows`; the uni-process executor only)."""
     os.environ.update(IN_PROCESS_ENV)
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    built = engine_args(model_dir, args, budgets, seed)
+    if talker_layer is not None:
+        from stages.vllm_backend.qwen3_omni_thinker import register
+
+        register()
+    built = engine_args(model_dir, args, budgets, seed, talker_layer)
     return LLMEngine.from_engine_args(built, enable_multiprocessing=False)
 
 
-def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int):
+def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int,
+                talker_layer: int | None = None):
     """The EngineArgs `build_engine` builds with."""
     from vllm.engine.arg_utils import EngineArgs
 
     memory = ({"gpu_memory_utilization": args.gpu_memory_utilization} if args.on_gpus
               else {"kv_cache_memory_bytes": args.kv_cache_mib * MIB})
+    if talker_layer is not None and args.offload.is_on:
+        raise ValueError("vLLM takes one KV connector: the talker's hidden-state tap or KV offload, not both")
+    connector = {"kv_transfer_config": offload_config(args.offload) if args.offload.is_on else None}
+    route = connector if talker_layer is None else _tapped_qwen3_omni(talker_layer)
     return EngineArgs(
         model=str(model_dir), skip_tokenizer_init=True, dtype=args.dtype, seed=seed,
         max_model_len=args.max_model_len, block_size=args.block_size, **memory,
@@ -65,9 +81,25 @@ def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed:
         max_num_batched_tokens=max(budgets.max_num_batched_tokens, args.max_model_len or 0),
         tensor_parallel_size=args.tensor_parallel_size,
         distributed_executor_backend="uni" if args.tensor_parallel_size == 1 else "mp", disable_log_stats=True,
-        scheduler_cls=OrderedScheduler,
-        kv_transfer_config=offload_config(args.offload) if args.offload.is_on else None,
+        scheduler_cls=OrderedScheduler, **route,
     )
+
+
+def _tapped_qwen3_omni(talker_layer: int) -> dict:
+    """EngineArgs for a Qwen3-Omni folder's thinker with the hidden states after `talker_layer` layers tapped:
+    vLLM's speculative method `extract_hidden_states` writes them into a cache-only layer's KV (it proposes
+    each sampled token again as its draft: a decode step computes two positions), and the HiddenStateTap
+    connector reads them out."""
+    from vllm.config import KVTransferConfig
+
+    from stages.vllm_backend.qwen3_omni_thinker import thinker_text_config
+
+    draft = {"hf_config": {"eagle_aux_hidden_state_layer_ids": [talker_layer]}}
+    return {"hf_overrides": thinker_text_config, "enable_prompt_embeds": True,
+            "speculative_config": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                                   "draft_model_config": draft},
+            "kv_transfer_config": KVTransferConfig(kv_connector="HiddenStateTap", kv_role="kv_both",
+                                                   kv_connector_module_path=TAP_MODULE)}
 
 
 def offload_config(offload: VllmOffload):
@@ -83,9 +115,11 @@ def offload_config(offload: VllmOffload):
 
 
 def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, stop_ids: Iterable[int],
-        owner: str) -> None:
+        owner: str, embeds: PromptEmbeds | None = None, rows: list[int] | None = None) -> None:
     """Generate after `prompt` as `sampling` says, stopping at `stop_ids`, for the LiveServe request `owner`
-    (what an OrderedScheduler asks the policy about, and the session its kv_hints name); outputs come as deltas."""
+    (what an OrderedScheduler asks the policy about, and the session its kv_hints name); outputs come as deltas.
+    `embeds` replace some positions' input embeddings; `rows`: prompt positions whose tapped hidden states
+    `take_rows` is to give (an engine built with `talker_layer`)."""
     from vllm import SamplingParams as VllmSampling
     from vllm.sampling_params import RequestOutputKind
 
@@ -94,9 +128,30 @@ def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, st
     params = VllmSampling(
         temperature=sampling.temperature, top_k=sampling.top_k, max_tokens=sampling.max_tokens,
         seed=sampling.seed, ignore_eos=sampling.ignore_eos, stop_token_ids=sorted(stop_ids),
-        detokenize=False, output_kind=RequestOutputKind.DELTA, extra_args={OWNER_ARG: owner},
+        detokenize=False, output_kind=RequestOutputKind.DELTA,
+        extra_args={OWNER_ARG: owner} | ({ROWS_ARG: rows} if rows else {}),
     )
-    engine.add_request(request_id, {"prompt_token_ids": prompt}, params, kv_hints=session_hints(owner))
+    inputs = {"prompt_token_ids": prompt}
+    if embeds is not None:
+        inputs |= {"prompt_embeds": embeds.rows, "prompt_is_token_ids": embeds.is_token_id}
+    engine.add_request(request_id, inputs, params, kv_hints=session_hints(owner))
+
+
+@dataclass(frozen=True)
+class PromptEmbeds:
+    """A mixed prompt's embeddings: `rows` [prompt length, hidden], of which the positions where `is_token_id`
+    is False replace the token ids' own embeddings (their token ids are placeholders)."""
+
+    rows: torch.Tensor
+    is_token_id: list[bool]
+
+
+def take_rows() -> list[tuple[str, list[int], torch.Tensor]]:
+    """The tapped hidden states read since the last call, of this process's engine built with `talker_layer`:
+    (LiveServe request id, positions, rows [n, 1, hidden] on the CPU)."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    return get_kv_transfer_group().take()
 
 
 def step(engine) -> list[TokensOut]:

@@ -48,3 +48,23 @@ def test_nothing_to_size_with_is_refused(tmp_path):
 def test_a_stage_section_beside_the_folder_is_refused(tiny_a):
     with pytest.raises(ConfigError, match="model.thinker: a Qwen3-Omni folder's config.json gives every stage's model"):
         load(f"model.folder={tiny_a}", "model.thinker.hidden_size=64")
+
+
+def test_the_thinker_may_run_on_vllm_beside_the_native_talker(tmp_path):
+    absent = f"model.folder={tmp_path / 'absent'}"
+    config = load_config("qwen3-omni-tiny-cpu-vllm", [Override.parse(absent)])
+    backends = {spec.kind: spec.backend for spec in config.pipeline.stages}
+    assert backends == {"encoder": "native", "thinker": "vllm", "talker": "native", "vocoder": "native"}
+    assert config.pipeline.thinker.model.thinker.head_dim == 32  # tiny-d's, declared over tiny-a's
+    narrow = "model.declared.thinker_config.text_config.head_dim=16"
+    with pytest.raises(ConfigError, match="stages.thinker: backend: vLLM's CPU attention takes .* head_dim 16"):
+        load_config("qwen3-omni-tiny-cpu-vllm", [Override.parse(absent), Override.parse(narrow)])
+
+
+def test_on_gpus_the_thinkers_hidden_state_tap_leaves_no_connector_for_kv_offload(tmp_path):
+    sets = [f"model.folder={tmp_path / 'absent'}", "stages.thinker.backend=vllm",
+            "stages.thinker.kv={eviction: next_use, host_mib: 4096}"]
+    with pytest.raises(ConfigError, match="stages.thinker.kv: vLLM takes one KV connector"):
+        load_config("qwen3-omni-h200", [Override.parse(s) for s in sets])
+    config = load_config("qwen3-omni-h200", [Override.parse(s) for s in sets[:2] + ["stages.thinker.kv=null"]])
+    assert config.pipeline.thinker.vllm.gpu_memory_utilization == 0.72
