@@ -19,7 +19,7 @@ and routers are drawn as the thinker's are, then every parameter moves by `WEIGH
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -79,16 +79,17 @@ class TinyShape:
     text_vocab_size: int
 
 
+TINY_A = TinyShape(
+    thinker_layers=2, thinker_hidden_size=64, thinker_heads=4, thinker_kv_heads=2, thinker_head_dim=16,
+    thinker_num_experts=4, thinker_num_experts_per_tok=2, thinker_moe_intermediate_size=32,
+    talker_layers=2, talker_hidden_size=48, talker_heads=4, talker_kv_heads=2, talker_head_dim=12,
+    talker_num_experts=4, talker_num_experts_per_tok=2, talker_moe_intermediate_size=24,
+    talker_shared_expert_intermediate_size=48, code_predictor_layers=1, num_code_groups=4, codebook_size=64,
+    code2wav_hidden_size=32, code2wav_layers=1, upsample_rates=(8, 5, 4, 3), upsampling_ratios=(2, 2),
+    decoder_dim=32, audio_d_model=32, audio_layers=1, audio_heads=2, audio_ffn_dim=64,
+    audio_downsample_hidden_size=8, accept_hidden_layer=1, text_vocab_size=512)  # 80 ms frames, as released
 SHAPES = {
-    "tiny-a": TinyShape(
-        thinker_layers=2, thinker_hidden_size=64, thinker_heads=4, thinker_kv_heads=2, thinker_head_dim=16,
-        thinker_num_experts=4, thinker_num_experts_per_tok=2, thinker_moe_intermediate_size=32,
-        talker_layers=2, talker_hidden_size=48, talker_heads=4, talker_kv_heads=2, talker_head_dim=12,
-        talker_num_experts=4, talker_num_experts_per_tok=2, talker_moe_intermediate_size=24,
-        talker_shared_expert_intermediate_size=48, code_predictor_layers=1, num_code_groups=4, codebook_size=64,
-        code2wav_hidden_size=32, code2wav_layers=1, upsample_rates=(8, 5, 4, 3), upsampling_ratios=(2, 2),
-        decoder_dim=32, audio_d_model=32, audio_layers=1, audio_heads=2, audio_ffn_dim=64,
-        audio_downsample_hidden_size=8, accept_hidden_layer=1, text_vocab_size=512),  # 80 ms frames, as released
+    "tiny-a": TINY_A,
     "tiny-b": TinyShape(
         thinker_layers=3, thinker_hidden_size=96, thinker_heads=4, thinker_kv_heads=2, thinker_head_dim=24,
         thinker_num_experts=8, thinker_num_experts_per_tok=3, thinker_moe_intermediate_size=48,
@@ -107,15 +108,8 @@ SHAPES = {
         code2wav_hidden_size=64, code2wav_layers=1, upsample_rates=(4, 2), upsampling_ratios=(2,), decoder_dim=64,
         audio_d_model=64, audio_layers=2, audio_heads=4, audio_ffn_dim=128, audio_downsample_hidden_size=16,
         accept_hidden_layer=3, text_vocab_size=768),
-    "tiny-d": TinyShape(  # a thinker vLLM's CPU attention runs (head sizes from 32 up); tiny-a's other parts
-        thinker_layers=3, thinker_hidden_size=64, thinker_heads=2, thinker_kv_heads=1, thinker_head_dim=32,
-        thinker_num_experts=4, thinker_num_experts_per_tok=2, thinker_moe_intermediate_size=32,
-        talker_layers=2, talker_hidden_size=48, talker_heads=4, talker_kv_heads=2, talker_head_dim=12,
-        talker_num_experts=4, talker_num_experts_per_tok=2, talker_moe_intermediate_size=24,
-        talker_shared_expert_intermediate_size=48, code_predictor_layers=1, num_code_groups=4, codebook_size=64,
-        code2wav_hidden_size=32, code2wav_layers=1, upsample_rates=(8, 5, 4, 3), upsampling_ratios=(2, 2),
-        decoder_dim=32, audio_d_model=32, audio_layers=1, audio_heads=2, audio_ffn_dim=64,
-        audio_downsample_hidden_size=8, accept_hidden_layer=2, text_vocab_size=512),
+    "tiny-d": replace(TINY_A, thinker_layers=3, thinker_heads=2, thinker_kv_heads=1, thinker_head_dim=32,
+                      accept_hidden_layer=2),  # a thinker vLLM's CPU attention runs (head sizes from 32 up)
 }
 
 
