@@ -147,6 +147,7 @@ class StageEngine(EngineThread):
                 return
             if isinstance(command, AddRequest):
                 scheduler.add(command.request)
+                self.runner.attach(command.request)
             elif isinstance(command, AbortRequest):
                 scheduler.abort(command.request_id)
             elif isinstance(command, KVProtectHint):

@@ -11,6 +11,7 @@ from kvtier import KVCacheManager, KVPoolConfig
 from stages import qwen3_omni_parts
 from stages.commands import Wake
 from stages.engine import StageEngine
+from stages.grammar import ConstraintCompiler
 from stages.interaction import InteractionView
 from stages.kv_residency import KVResidency
 from stages.models import asr_whisper, tts_piper
@@ -183,9 +184,12 @@ def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
 
 
 def runner_of(spec: StageSpec, model, kv: KVCacheManager | None) -> ModelRunner:
-    """`model` (build_model's) in the stage's runner; `kv` for a decoder's."""
+    """`model` (build_model's) in the stage's runner; `kv` for a decoder's (a thinker's constrains tool calls
+    over its tokenizer)."""
     if spec.is_qwen3_omni:
         return qwen3_omni_parts.runner(spec, model, kv)
     if spec.kind in ("encoder", "vocoder"):
         return (EncoderRunner if spec.kind == "encoder" else VocoderRunner)(model)
-    return (ThinkerRunner if spec.kind == "thinker" else TalkerRunner)(model, kv, spec.window)
+    if spec.kind == "thinker":
+        return ThinkerRunner(model, kv, spec.window, ConstraintCompiler(thinker_text(spec)[0]))
+    return TalkerRunner(model, kv, spec.window)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from kvtier import KVCacheManager
+from stages.grammar import ConstraintCompiler
 from stages.models.qwen3_omni.audio_encoder import Qwen3OmniAudio, build_audio_encoder
 from stages.models.qwen3_omni.code2wav import Code2Wav, build_code2wav
 from stages.models.qwen3_omni.config import MoeDecoderConfig, Qwen3OmniConfig
@@ -78,7 +79,8 @@ def runner(spec: StageSpec, part, kv: KVCacheManager | None) -> ModelRunner:
     if spec.kind == "encoder":
         return UtteranceRunner(part)
     if spec.kind == "thinker":
-        return Qwen3ThinkerRunner(part, kv, config.talker.accept_hidden_layer)
+        constraints = ConstraintCompiler(thinker_text(spec)[0])
+        return Qwen3ThinkerRunner(part, kv, config.talker.accept_hidden_layer, constraints)
     if spec.kind == "talker":
         return Qwen3TalkerRunner(part, kv, suppressed_codec_ids(config.talker))
     return Code2WavRunner(part)

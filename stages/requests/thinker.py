@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -10,6 +11,10 @@ from stages.config import SamplingParams
 from stages.requests.base import StageRequest
 from stages.requests.talker_context import TalkerContext, TalkerContextRule, TalkerPrompt
 from stages.requests.token_history import TokenHistory
+from stages.requests.tool_call import ToolCallConstraint
+
+if TYPE_CHECKING:
+    from stages.grammar import ConstraintCompiler, ToolCallMatcher
 
 
 @dataclass(frozen=True)
@@ -19,13 +24,15 @@ class TurnInput:
     `embeds` holds (offset within `token_ids`, tensor [n, hidden]) spans, e.g. audio
     encoder output placed over audio placeholder tokens. `sampling` None appends
     context without generating; `tag` (what the generation answers, e.g. a turn's id) is echoed on
-    every step of it.
+    every step of it. With a `constraint`, the generation is (or may be) a tool call as it says; a
+    constrained turn must generate.
     """
 
     token_ids: list[int]
     embeds: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     sampling: SamplingParams | None = None
     tag: str | int = ""
+    constraint: ToolCallConstraint | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,9 @@ class ThinkerRequest(StageRequest):
     SinksAndWindow) leaves both, so a context that runs indefinitely holds a bounded part.
     With a `talker_rule`, the runner returns the rows of the positions it takes (see TalkerRows), the
     request keeps them while they are in the context, and each generation's first step carries them.
+    A constrained turn gets its `matcher` from the `compiler` of the stage it joined (set by the stage's
+    runner; None: the stage does not constrain, and refuses such a turn); the matcher follows the tokens the
+    generation takes, through preemption and recomputation, and is dropped when the generation ends.
     """
 
     def __init__(self, request_id: str, arrival_time: float, stop_ids: frozenset[int], max_position: int,
@@ -77,6 +87,8 @@ class ThinkerRequest(StageRequest):
         self.is_generating = False
         self.is_closed = False
         self.tag: str | int = ""
+        self.compiler: ConstraintCompiler | None = None
+        self.matcher: ToolCallMatcher | None = None
         self.talker_context = TalkerContext(talker_rule) if talker_rule is not None else None
 
     @property
@@ -120,6 +132,7 @@ class ThinkerRequest(StageRequest):
                 f"context would reach {len(self.token_ids) + len(turn.token_ids)} tokens, "
                 f"the model's maximum is {self.max_position}"
             )
+        matcher = self._matcher_of(turn)
         base = len(self.token_ids)
         self.token_ids.extend(turn.token_ids)
         if self.talker_context is not None:
@@ -131,6 +144,16 @@ class ThinkerRequest(StageRequest):
             self.num_generated = 0
             self.is_generating = True
             self.tag = turn.tag
+            self.matcher = matcher
+
+    def _matcher_of(self, turn: TurnInput) -> ToolCallMatcher | None:
+        if turn.constraint is None:
+            return None
+        if turn.sampling is None:
+            raise ValueError("a constrained turn must generate: give it sampling")
+        if self.compiler is None:
+            raise ValueError("this stage does not constrain tool calls")
+        return self.compiler.matcher(turn.constraint, self.stop_ids)
 
     def advance(self, num_tokens: int, result: tuple[int, torch.Tensor] | TalkerRows | None) -> ThinkerStep | None:
         """`result` is the sampled token and the row for the talker (see ThinkerStep), maybe with talker rows."""
@@ -148,9 +171,11 @@ class ThinkerRequest(StageRequest):
         if self.talker_context is not None:
             self.talker_context.extend([token_id], len(self.token_ids) - 1)
         self.num_generated += 1
+        if self.matcher is not None:
+            self.matcher.accept(token_id)
         reason = self._finish_reason(token_id)
         if reason is not None:
-            self.is_generating = False
+            self.stop_generation()
         return ThinkerStep(token_id, hidden, reason, self.tag, prompt)
 
     def _finish_reason(self, token_id: int) -> str | None:
@@ -163,6 +188,7 @@ class ThinkerRequest(StageRequest):
 
     def stop_generation(self) -> None:
         self.is_generating = False
+        self.matcher = None
 
     def truncate(self, num_tokens: int) -> None:
         """Keep the first `num_tokens` positions of the context (e.g. what was heard)."""

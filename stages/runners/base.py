@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from stages.plan import RunnerOutput, SchedulerPlan
+from stages.requests.base import StageRequest
 
 
 class ModelRunner(ABC):
@@ -19,3 +20,7 @@ class ModelRunner(ABC):
     @abstractmethod
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
         """Run the plan's chunks as one batch."""
+
+    def attach(self, request: StageRequest) -> None:
+        """`request` joined the stage, before any input of it was applied: give it what it takes of the
+        runner (a thinker request: the stage's ConstraintCompiler). The default gives nothing."""

@@ -9,6 +9,7 @@ import torch
 
 from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
+from stages.grammar import ConstraintCompiler, masked_logits
 from stages.models.attention_batch import build_attention_batch
 from stages.models.kernels import layer_ops, paged_decode
 from stages.models.llama import use_layer_ops
@@ -103,7 +104,20 @@ class DecoderRunner(ModelRunner):
 
 
 class ThinkerRunner(DecoderRunner):
-    """Text tokens (and encoder embeddings over audio placeholders) in; a token and its hidden state out."""
+    """Text tokens (and encoder embeddings over audio placeholders) in; a token and its hidden state out.
+    The requests it is attached to get its `constraints` (None: it constrains no turn), and a constrained
+    generation samples from logits its matcher masks."""
+
+    def __init__(self, model: torch.nn.Module, kv: KVCacheManager, window: WindowSpec | None = None,
+                 constraints: ConstraintCompiler | None = None) -> None:
+        super().__init__(model, kv, window)
+        self.constraints = constraints
+
+    def attach(self, request: ThinkerRequest) -> None:
+        request.compiler = self.constraints
+
+    def logits(self, hidden: torch.Tensor, requests: list[ThinkerRequest]) -> torch.Tensor:
+        return masked_logits(self.model.logits(hidden), [r.matcher for r in requests])
 
     def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
         ids = [t for c in chunks for t in c.request.token_ids[c.start : c.end]]

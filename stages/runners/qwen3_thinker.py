@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from stages.grammar import ConstraintCompiler
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import ThinkerRequest
 from stages.requests.thinker import TalkerRows
@@ -16,10 +17,12 @@ class Qwen3ThinkerRunner(ThinkerRunner):
     """The talker conditions on each generated token's input embedding (the step's row), and on the rows
     of the context positions its rule takes (see TalkerContextRule): a position's input embedding, or over
     an audio placeholder the hidden state after `accept_layer` layers (the reference's
-    `hidden_states[accept_hidden_layer]`), computed in the same forward pass."""
+    `hidden_states[accept_hidden_layer]`), computed in the same forward pass. Tool calls are constrained
+    as ThinkerRunner constrains them (its logits), with `constraints`."""
 
-    def __init__(self, model: torch.nn.Module, kv, accept_layer: int) -> None:
-        super().__init__(model, kv)
+    def __init__(self, model: torch.nn.Module, kv, accept_layer: int,
+                 constraints: ConstraintCompiler | None = None) -> None:
+        super().__init__(model, kv, constraints=constraints)
         self.accept_layer = accept_layer
 
     @torch.inference_mode()

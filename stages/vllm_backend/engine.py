@@ -34,8 +34,9 @@ class VllmThinkerEngine(EngineThread):
     the queued commands, then steps vLLM while any generation runs; every token vLLM gives advances
     its request and goes out as a ThinkerStep (with no hidden state). A generation LiveServe ends
     (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM; one vLLM ends first
-    (its max_model_len) ends with vLLM's reason. A command a request rejects, and a failed vLLM step,
-    become error outputs; the engine keeps running. KVProtectHint and TurnEndingHint change nothing:
+    (its max_model_len) ends with vLLM's reason. A command a request rejects (a turn constrained to a tool
+    call among them: not supported here yet), and a failed vLLM step, become error outputs; the engine
+    keeps running. KVProtectHint and TurnEndingHint change nothing:
     vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it orders
     vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
     looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
@@ -123,6 +124,8 @@ class VllmThinkerEngine(EngineThread):
     def _append(self, request: ThinkerRequest, command: AppendInput) -> None:
         if command.data is not None and command.data.embeds and self.talker_rows is None:
             raise ValueError(f"stage {self.name} (vllm) takes token ids only; input embeddings need the native backend")
+        if command.data is not None and command.data.constraint is not None:
+            raise ValueError(f"stage {self.name} (vllm) does not constrain tool calls yet")
         request.append(command.data, command.close)
         if request.is_generating and request.request_id not in self._generations:
             self._start_generation(request)
