@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from liveserve.realtime.naming import message_item
+
 
 @dataclass
 class Item:
@@ -36,6 +38,30 @@ class Item:
     audio_ms: float = 0.0
     transcript: str = ""
     unheard_counted: dict[str, int] = field(default_factory=dict)
+    call: FunctionCall | None = None  # a function_call item's call, or a function_call_output item's result
+
+    def json(self) -> dict:
+        """The item as item events and retrieve show it."""
+        if self.call is None:
+            return message_item(self.item_id, self.role, self.content, self.status)
+        return self.call.item_json(self.item_id, self.status)
+
+
+@dataclass
+class FunctionCall:
+    """A function call (`output` None: the model's call, whose `arguments` are JSON text) or its result (the
+    client's `function_call_output`, `output` its text), by the call's id."""
+
+    call_id: str
+    name: str = ""
+    arguments: str = ""
+    output: str | None = None
+
+    def item_json(self, item_id: str, status: str) -> dict:
+        base = {"id": item_id, "object": "realtime.item", "status": status, "call_id": self.call_id}
+        if self.output is not None:
+            return {**base, "type": "function_call_output", "output": self.output}
+        return {**base, "type": "function_call", "name": self.name, "arguments": self.arguments}
 
 
 class Conversation:
@@ -50,6 +76,11 @@ class Conversation:
 
     def get(self, item_id: str) -> Item | None:
         return next((i for i in self.items if i.item_id == item_id), None)
+
+    def function_call(self, call_id: str) -> Item | None:
+        """The model's function_call item of `call_id`."""
+        return next((i for i in self.items if i.call is not None and i.call.output is None
+                     and i.call.call_id == call_id), None)
 
     def remove(self, item_id: str) -> None:
         self.items = [i for i in self.items if i.item_id != item_id]

@@ -25,8 +25,6 @@ TRANSCRIPTION = "audio.input.transcription"  # ignored only by a pipeline withou
 Rule = tuple[str, str | None, Callable[[Any], bool], str]
 RULES: list[Rule] = [
     (TRANSCRIPTION, "input_audio_transcription", lambda v: v is not None, NO_ASR),
-    ("tools", None, lambda v: v not in (None, []), "this model calls no tools"),
-    ("tool_choice", None, lambda v: v not in (None, "auto", "none"), "this model calls no tools"),
     ("audio.input.noise_reduction", "input_audio_noise_reduction", lambda v: v is not None,
      "input audio is not filtered"),
     ("audio.output.voice", "voice", lambda v: v is not None and v not in VOICES,

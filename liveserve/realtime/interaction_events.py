@@ -8,7 +8,6 @@ from typing import Protocol
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.input_transcription import InputTranscription
-from liveserve.realtime.naming import message_item
 from liveserve.realtime.response_stream import ResponseStream
 from liveserve.realtime.response_trace import ResponseTrace
 from orchestrator.interaction.events import (
@@ -76,7 +75,7 @@ def _user_transcript(session: RealtimeSession, event: UserTranscript) -> None:
 def _user_item_ready(session: RealtimeSession, event: UserItemReady) -> None:
     item = session.conversation.get(event.item_id)
     if item is not None:
-        session.emit("conversation.item.done", item=message_item(item.item_id, "user", item.content))
+        session.emit("conversation.item.done", item=item.json())
 
 
 def _user_item_rejected(session: RealtimeSession, event: UserItemRejected) -> None:

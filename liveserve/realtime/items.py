@@ -35,7 +35,8 @@ class UserItem:
 def parse_user_item(item: object, max_text_chars: int) -> UserItem:
     """A user message of text and audio parts; RealtimeError naming the field for anything else."""
     require(isinstance(item, dict), "missing_required_parameter", "item must be an object", "item")
-    require(item.get("type", "message") == "message", "unsupported_item", "only message items are supported", "item.type")
+    require(item.get("type", "message") == "message", "unsupported_item",
+            "only message and function_call_output items can be created", "item.type")
     require(item.get("role") == "user", "unsupported_item", "only user messages can be created", "item.role")
     content = item.get("content")
     require(isinstance(content, list) and content, "missing_required_parameter", "item.content must be a non-empty list",
@@ -52,8 +53,7 @@ def parse_user_item(item: object, max_text_chars: int) -> UserItem:
             audio.append(part["audio"])
         else:
             raise RealtimeError("invalid_value", f"unsupported content type {shown(kind)}", f"item.content[{i}].type")
-    item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
-    require(len(item_id) <= MAX_ID_CHARS, "invalid_value", f"item.id may be at most {MAX_ID_CHARS} characters", "item.id")
+    item_id = _item_id(item)
     text = "\n".join(texts)
     require(len(text) <= max_text_chars, "invalid_value", f"the item's text is longer than the model's context could "
             f"hold ({len(text)} characters)", "item.content")
@@ -63,3 +63,29 @@ def parse_user_item(item: object, max_text_chars: int) -> UserItem:
             f"got {audio_s:.0f} s", "item.content")
     parts = [{"type": "input_text", "text": t} for t in texts] + [{"type": "input_audio", "transcript": None}] * len(audio)
     return UserItem(item_id, parts, text, tuple(audio), num_samples)
+
+
+def _item_id(item: dict) -> str:
+    item_id = item.get("id") if isinstance(item.get("id"), str) else new_id("item")
+    require(len(item_id) <= MAX_ID_CHARS, "invalid_value", f"item.id may be at most {MAX_ID_CHARS} characters",
+            "item.id")
+    return item_id
+
+
+@dataclass(frozen=True)
+class FunctionOutput:
+    """A checked `function_call_output` item: the result of the call `call_id`."""
+
+    item_id: str
+    call_id: str
+    output: str
+
+
+def parse_function_output(item: dict, max_text_chars: int) -> FunctionOutput:
+    call_id, output = item.get("call_id"), item.get("output")
+    require(isinstance(call_id, str) and call_id != "", "missing_required_parameter",
+            "a function_call_output item needs the call_id of its call", "item.call_id")
+    require(isinstance(output, str), "invalid_type", "output must be a string", "item.output")
+    require(len(output) <= max_text_chars, "invalid_value", f"the output is longer than the model's context could "
+            f"hold ({len(output)} characters)", "item.output")
+    return FunctionOutput(_item_id(item), call_id, output)

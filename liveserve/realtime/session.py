@@ -14,14 +14,29 @@ from dataclasses import replace
 
 from starlette.websockets import WebSocketDisconnect
 
-from liveserve.realtime.conversation import Conversation, Item
+from liveserve.realtime.conversation import Conversation, FunctionCall, Item
 from liveserve.realtime.duplex_link import DuplexLink, duplex_request
-from liveserve.realtime.errors import RealtimeError, event_id_of, lone_surrogate_at, refusal, require, shown
+from liveserve.realtime.errors import (
+    RealtimeError,
+    event_id_of,
+    lone_surrogate_at,
+    refusal,
+    require,
+    shown,
+)
 from liveserve.realtime.ignored_settings import ignored_error, ignored_settings
-from liveserve.realtime.input_audio import Resampler24to16, decode_pcm16, num_pcm16_samples
+from liveserve.realtime.input_audio import (
+    Resampler24to16,
+    decode_pcm16,
+    num_pcm16_samples,
+)
 from liveserve.realtime.input_transcription import InputTranscription
 from liveserve.realtime.interaction_events import translate
-from liveserve.realtime.items import parse_user_item
+from liveserve.realtime.items import (
+    FunctionOutput,
+    parse_function_output,
+    parse_user_item,
+)
 from liveserve.realtime.metrics import ServerMetrics
 from liveserve.realtime.naming import Dialect, message_item, new_id
 from liveserve.realtime.response_stream import ResponseStream, unheard_json
@@ -35,9 +50,11 @@ from liveserve.realtime.settings import (
     turn_request,
     turn_taking,
 )
+from liveserve.realtime.tool_settings import tools_json
 from orchestrator.interaction.events import InteractionEvent
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.session.events import UnheardWork
+from orchestrator.session.tools import tool_response
 
 MIN_COMMIT_MS = 100.0
 INLINE_DECODE_SAMPLES = 24_000  # audio up to this (1 s) is decoded on the event loop
@@ -166,8 +183,10 @@ class RealtimeSession:
             require(len(settings.instructions) <= self.max_text_chars, "invalid_value", "instructions are longer "
                     f"than the model's context could hold ({len(settings.instructions)} characters)",
                     "session.instructions")
-            with refusal("conversation_busy", "session.instructions"):
-                self.controller.set_instructions(settings.instructions)
+        new_tools = tools_json(settings.tools) != tools_json(self.settings.tools)
+        if settings.instructions != self.settings.instructions or new_tools:
+            with refusal("conversation_busy", "session.tools" if new_tools else "session.instructions"):
+                self.controller.set_instructions(settings.instructions, settings.tools)
         self.settings = self._response_settings = settings
         self._configure()
         if duplex is not None:
@@ -211,7 +230,11 @@ class RealtimeSession:
     # conversation items
 
     async def on_item_create(self, event: dict) -> None:
-        item = parse_user_item(event.get("item"), self.max_text_chars)
+        raw = event.get("item")
+        if isinstance(raw, dict) and raw.get("type") == "function_call_output":
+            self._add_function_output(parse_function_output(raw, self.max_text_chars))
+            return
+        item = parse_user_item(raw, self.max_text_chars)
         require(self.conversation.get(item.item_id) is None, "duplicate_item_id",
                 f"item {shown(item.item_id)} already exists", "item.id")
         big = item.num_samples > INLINE_DECODE_SAMPLES  # decoded and resampled on a worker thread
@@ -223,6 +246,16 @@ class RealtimeSession:
         """The client's view of a new user item (the controller is told separately)."""
         previous = self.conversation.add(Item(item_id, "user", content))
         self.emit("conversation.item.added", previous_item_id=previous, item=message_item(item_id, "user", content))
+
+    def _add_function_output(self, result: FunctionOutput) -> None:
+        """A call's result joins the conversation, and the model's context as a user message."""
+        require(self.conversation.get(result.item_id) is None, "duplicate_item_id",
+                f"item {shown(result.item_id)} already exists", "item.id")
+        require(self.conversation.function_call(result.call_id) is not None, "invalid_value",
+                f"no function call in this conversation has call_id {shown(result.call_id)}", "item.call_id")
+        item = Item(result.item_id, "tool", [], call=FunctionCall(result.call_id, output=result.output))
+        self.emit("conversation.item.added", previous_item_id=self.conversation.add(item), item=item.json())
+        self.controller.add_user_item(item.item_id, None, tool_response(result.output))
 
     def on_item_truncate(self, event: dict) -> None:
         item_id, end_ms = event.get("item_id"), event.get("audio_end_ms")
@@ -239,7 +272,7 @@ class RealtimeSession:
         item_id = event.get("item_id")
         item = self.conversation.get(item_id) if isinstance(item_id, str) else None
         require(item is not None, "item_not_found", f"no item {shown(item_id)}", "item_id")
-        self.emit("conversation.item.retrieved", item=message_item(item.item_id, item.role, item.content, item.status))
+        self.emit("conversation.item.retrieved", item=item.json())
 
     def report_unheard(self, item: Item, unheard: UnheardWork) -> dict:
         """Count `unheard` as the item's latest figure (see ServerMetrics.count_unheard); return its `liveserve` JSON."""
@@ -271,8 +304,16 @@ class RealtimeSession:
         require(isinstance(extension, dict), "invalid_type", "liveserve must be an object", "response.liveserve")
         ignore_eos = extension.get("ignore_eos", False)
         require(isinstance(ignore_eos, bool), "invalid_type", "ignore_eos must be a boolean", "response.liveserve.ignore_eos")
+        if settings.tools.forced and self._answers_a_call():
+            settings = replace(settings, tools=replace(settings.tools, choice="auto"))
         self._response_settings = settings
         self.controller.start_response(turn_request(settings, ignore_eos), self.orch.clock())
+
+    def _answers_a_call(self) -> bool:
+        """The conversation ends with a call's output: the reply to it is the model's choice, so that a
+        required tool is called once a user turn, not in a loop (the Agents SDK's reset_tool_choice)."""
+        items = self.conversation.items
+        return bool(items) and items[-1].call is not None and items[-1].call.output is not None
 
     def _require_voice(self, settings: SessionSettings, param: str) -> None:
         require("audio" not in settings.output_modalities or self.orch.geometry.graph.speaks, "invalid_value",

@@ -8,6 +8,7 @@ from typing import Any
 
 from liveserve.realtime.errors import require, shown
 from liveserve.realtime.ignored_settings import VOICE, VOICES
+from liveserve.realtime.tool_settings import apply_tools, choice_json, tools_json
 from liveserve.realtime.turn_detection import (
     ServerVAD,
     TurnDetection,
@@ -17,6 +18,7 @@ from liveserve.realtime.turn_detection import (
 )
 from orchestrator.interaction.turn_taking import TurnTaking
 from orchestrator.session.events import TurnRequest
+from orchestrator.session.tools import NO_TOOLS, Tools
 
 TRACING_FIELDS = ("workflow_name", "group_id", "metadata")
 MODALITIES = ({"audio"}, {"text"}, {"audio", "text"})
@@ -39,6 +41,7 @@ class SessionSettings:
     voice: str = VOICE  # the built-in voice name asked for; the pipeline's one voice speaks whichever it is
     tracing: str | dict | None = None  # "auto" or {workflow_name, group_id, metadata}: kept with each response's trace
     metadata: dict | None = None  # a response's own (response.create), echoed in its events; never a session's
+    tools: Tools = NO_TOOLS  # the functions the model may call, and the choice
 
 
 def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
@@ -71,6 +74,8 @@ def apply_update(settings: SessionSettings, session: Any) -> SessionSettings:
         changes["max_output_tokens"] = _max_tokens(tokens, "session.max_output_tokens")
     if "temperature" in session:
         changes["temperature"] = _temperature(session["temperature"], "session.temperature")
+    if "tools" in session or "tool_choice" in session:
+        changes["tools"] = apply_tools(settings.tools, session, "session")
     return replace(settings, **changes)
 
 
@@ -149,6 +154,10 @@ def response_overrides(response: Any, settings: SessionSettings) -> SessionSetti
     require(isinstance(response, dict), "invalid_type", "response must be an object", "response")
     require(response.get("instructions") is None, "unsupported_parameter",
             "instructions cannot be changed per response; use session.update", "response.instructions")
+    if response.get("tools") is not None:  # the system message describes the session's tools
+        asked = apply_tools(settings.tools, {"tools": response["tools"]}, "response")
+        require(tools_json(asked) == tools_json(settings.tools), "unsupported_parameter", "tools cannot be changed per response; use session.update",
+                "response.tools")
     overridden = apply_update(settings, {k: v for k, v in response.items() if k not in READ_APART})
     return replace(overridden, metadata=_metadata(response.get("metadata")))
 
@@ -168,9 +177,10 @@ def turn_taking(settings: SessionSettings) -> TurnTaking | None:
 
 
 def turn_request(settings: SessionSettings, ignore_eos: bool = False) -> TurnRequest:
-    """How a response under `settings` is generated."""
-    return TurnRequest(speak="audio" in settings.output_modalities, max_tokens=settings.max_output_tokens,
-                       temperature=settings.temperature, ignore_eos=ignore_eos)
+    """How a response under `settings` is generated (a call it must make is not spoken)."""
+    speak = "audio" in settings.output_modalities and not settings.tools.forced
+    return TurnRequest(speak=speak, max_tokens=settings.max_output_tokens,
+                       temperature=settings.temperature, ignore_eos=ignore_eos, tools=settings.tools)
 
 
 def ga_session(session_id: str, s: SessionSettings) -> dict:
@@ -183,7 +193,8 @@ def ga_session(session_id: str, s: SessionSettings) -> dict:
                       "turn_detection": turn_detection_json(s.turn_detection)},
             "output": {"format": pcm, "voice": s.voice, "speed": 1.0},
         },
-        "tools": [], "tool_choice": "auto", "tracing": s.tracing, "prompt": None, "include": None,
+        "tools": tools_json(s.tools), "tool_choice": choice_json(s.tools), "tracing": s.tracing, "prompt": None,
+        "include": None,
         "max_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
     }
 
@@ -194,6 +205,7 @@ def beta_session(session_id: str, s: SessionSettings) -> dict:
         "modalities": sorted(set(s.output_modalities) | {"text"}), "instructions": s.instructions,
         "voice": s.voice, "input_audio_format": "pcm16", "output_audio_format": "pcm16",
         "input_audio_transcription": s.transcription, "turn_detection": turn_detection_json(s.turn_detection),
-        "tools": [], "tool_choice": "auto", "temperature": 0.8 if s.temperature is None else s.temperature,
+        "tools": tools_json(s.tools), "tool_choice": choice_json(s.tools),
+        "temperature": 0.8 if s.temperature is None else s.temperature,
         "max_response_output_tokens": "inf" if s.max_output_tokens is None else s.max_output_tokens,
     }

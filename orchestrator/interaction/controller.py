@@ -37,6 +37,7 @@ from orchestrator.interaction.speech_buffer import SpeechBuffer
 from orchestrator.interaction.turn_taking import TurnTaking
 from orchestrator.session.events import AudioDelta, TurnDone, TurnRequest
 from orchestrator.session.session import Session
+from orchestrator.session.tools import NO_TOOLS, Tools
 from orchestrator.session.transcription import Transcription
 from orchestrator.session.turn import Turn
 
@@ -197,8 +198,9 @@ class InteractionController:
             raise ValueError("the item of the response in progress cannot be deleted")
         return self.session.context.delete(item_id)
 
-    def set_instructions(self, instructions: str) -> None:
-        self.session.context.set_instructions(instructions)
+    def set_instructions(self, instructions: str, tools: Tools = NO_TOOLS) -> None:
+        """The system message: `instructions`, and the signatures of `tools`' functions."""
+        self.session.context.set_instructions(instructions, tools.system_text())
 
     # responses
 

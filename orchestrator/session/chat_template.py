@@ -22,9 +22,10 @@ class ChatTemplate:
     def _lead(self, is_first: bool, close_previous: bool) -> list[int]:
         return ([self.tok.im_end_id] if close_previous else []) + ([] if is_first else self.newline)
 
-    def system(self, instructions: str) -> list[int]:
-        """The system message: `instructions`, or the default when they are empty; [] if both are."""
-        text = instructions or self.default_instructions
+    def system(self, instructions: str, tools: str = "") -> list[int]:
+        """The system message: `instructions`, or the default when they are empty, then what it says of the
+        tools (`tools`, see orchestrator.session.tools); [] if all are empty."""
+        text = (instructions or self.default_instructions) + tools
         if not text:
             return []
         return [self.tok.im_start_id] + self.tok.encode("system\n") + self.tok.encode_literal(text) + [self.tok.im_end_id]

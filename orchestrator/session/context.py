@@ -166,16 +166,17 @@ class SessionContext:
                 ids += segment.token_ids
             self.submit(AppendInput(self.thinker_id, TurnInput(ids, embeds)))
 
-    def set_instructions(self, instructions: str) -> None:
-        """Replace the system message (the context is rebuilt; ContextFull, nothing changed, if it does not fit)."""
+    def set_instructions(self, instructions: str, tools: str = "") -> None:
+        """Replace the system message, of `instructions` and `tools` (what it says of the tools) (the context is
+        rebuilt; ContextFull, nothing changed, if it does not fit)."""
         self._check_editable()
-        system = self._system(instructions)
+        system = self._system(instructions, tools)
         others = [s for s in self.segments if s.item_id != SYSTEM_ITEM]
         self.segments = ([system] if system else []) + others
         self._restart()
 
-    def _system(self, instructions: str) -> ContextSegment | None:
-        ids, limit = self.pipeline.template.system(instructions), self.pipeline.geometry.max_position
+    def _system(self, instructions: str, tools: str = "") -> ContextSegment | None:
+        ids, limit = self.pipeline.template.system(instructions, tools), self.pipeline.geometry.max_position
         if not ids:
             return None
         if len(ids) >= limit:

@@ -6,15 +6,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from orchestrator.session.tools import NO_TOOLS, ToolCall, Tools
+
 
 @dataclass(frozen=True)
 class TurnRequest:
-    """How to answer: speak or only write, and per-response sampling overrides."""
+    """How to answer: speak or only write, per-response sampling overrides, and the tools the reply may call
+    (their choice; the system message describes the session's tools)."""
 
     speak: bool = True
     max_tokens: int | None = None
     temperature: float | None = None
     ignore_eos: bool = False
+    tools: Tools = NO_TOOLS
 
 
 @dataclass(frozen=True)
@@ -68,13 +72,15 @@ class TurnUsage:
 @dataclass(frozen=True)
 class TurnDone:
     """status: completed | cancelled | incomplete (length) | failed (error says why); `token_ids`: every token
-    the thinker generated for the reply, in order (the stop token too)."""
+    the thinker generated for the reply, in order (the stop token too); `tool_call`: the call the reply is
+    (None: it is a message)."""
 
     status: str
     usage: TurnUsage
     error: str | None = None
     finish_reason: str | None = None
     token_ids: tuple[int, ...] = ()
+    tool_call: ToolCall | None = None
 
 
 TurnEvent = TextDelta | AudioDelta | TurnDone

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from orchestrator.datapath.request_id import RequestId
 from orchestrator.interaction.playback_board import NOT_STARTED
+from orchestrator.session.call_gate import CallGate
 from orchestrator.session.context import ContextSegment, SessionContext
 from orchestrator.session.events import TextDelta, TurnDone, TurnEvent, TurnRequest, TurnUsage, UnheardWork
 from orchestrator.session.reply.registry import new_reply
+from orchestrator.session.tools import BEGIN, ToolCall
 from stages.commands import AppendInput
 from stages.config import SamplingParams
 from stages.kinds import StageKind
@@ -50,8 +52,11 @@ class Turn:
         self.generated: list[int] = []
         self._generating = asyncio.get_running_loop().create_future()
         self._detok = IncrementalDetokenizer(pipeline.tokenizer)
-        self.reply = new_reply(self.geometry.voice, request.speak, session.session_id, session.num_turns, self.bus,
-                               self.usage, session)
+        tools = request.tools
+        self.reply = new_reply(self.geometry.voice, request.speak and not tools.forced, session.session_id,
+                               session.num_turns, self.bus, self.usage, session)
+        self._gate = CallGate(BEGIN, tools.forced) if tools.may_call else None
+        self.tool_call: ToolCall | None = None
         self._previous_edit, self._edit_done = session.reserve_edit()
 
     @property
@@ -92,7 +97,8 @@ class Turn:
         self.segment = segment
         self.reply.start(self, now, session.num_turns)
         self.usage.input_tokens = session.num_tokens
-        session.submit(AppendInput(session.thinker_id, TurnInput(prefix, [], self._thinker_sampling(), self.turn_id)))
+        session.submit(AppendInput(session.thinker_id, TurnInput(prefix, [], self._thinker_sampling(), self.turn_id,
+                                                                 self.request.tools.constraint())))
 
     def on_output(self, kind: str, output: StageOutput) -> None:
         if self.is_done:
@@ -118,16 +124,27 @@ class Turn:
         self.generated.append(step.token_id)
         self.segment.token_ids.append(step.token_id)
         text = self._detok.push(step.token_id)
-        if text:
-            self._emit(TextDelta(text))
-        if self.reply.speak(self.usage.text_tokens - 1, step, text, self.pipeline.tokenizer.is_special(step.token_id)):
-            self.segment.spoken.append(len(self.segment.token_ids) - 1)
+        position = self.usage.text_tokens - 1
+        passed = [(position, step, text)] if self._gate is None else self._gate.push(position, step, text)
+        if step.finish_reason is not None and self._gate is not None:
+            passed += self._gate.end()
+        for held in passed:
+            self._pass_on(*held)
         if step.finish_reason is not None:
             self._on_generation_end(step)
+
+    def _pass_on(self, position: int, step: ThinkerStep, text: str) -> None:
+        """A token of a message reply: out as text, and to the voice (its index in the segment from `position`)."""
+        if text:
+            self._emit(TextDelta(text))
+        if self.reply.speak(position, step, text, self.pipeline.tokenizer.is_special(step.token_id)):
+            self.segment.spoken.append(len(self.segment.token_ids) - len(self.generated) + position)
 
     def _on_generation_end(self, step: ThinkerStep) -> None:
         self.finish_reason = step.finish_reason
         self.segment.is_closed = step.token_id == self.pipeline.tokenizer.im_end_id
+        if self._gate is not None and self._gate.is_call:
+            self.tool_call = self.request.tools.parse(self.pipeline.tokenizer.decode(self.generated))
         self._release_context()
         if not self.reply.end_text():
             self._finish(STATUS_BY_REASON[step.finish_reason])
@@ -158,6 +175,8 @@ class Turn:
         segment = self.segment
         keep = len(segment.token_ids) if heard_ms is None else segment.keep_for_heard(
             self.reply.heard_tokens(len(segment.spoken), heard_ms))
+        if self._gate is not None and self._gate.is_call:  # a call cut short leaves no trace
+            keep = len(segment.token_ids) - len(self.generated)
         if keep < len(segment.token_ids) or not self._generating.done():
             segment.cut(keep)
             self.session.edited(segment)
@@ -175,7 +194,7 @@ class Turn:
         self.bus.board.publish(self.session.thinker_id, NOT_STARTED)
         self._release_context()
         self.session.turn_ended(self)
-        self._emit(TurnDone(status, self.usage, error, self.finish_reason, tuple(self.generated)))
+        self._emit(TurnDone(status, self.usage, error, self.finish_reason, tuple(self.generated), self.tool_call))
 
     def _release_context(self) -> None:
         if not self._generating.done():

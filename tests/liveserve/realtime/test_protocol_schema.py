@@ -24,6 +24,8 @@ def models_by_type(union) -> dict[str, type]:
     return {typing.get_args(model.model_fields["type"].annotation)[0]: model for model in members}
 
 
+LOOKUP = {"type": "function", "name": "lookup", "description": "An order's state.",
+          "parameters": {"type": "object", "properties": {"order": {"type": "integer"}}, "required": ["order"]}}
 # The beta schema lists OpenAI's own model names in `session.model`; LiveServe names the model it serves.
 BETA_MODEL = "gpt-4o-realtime-preview"
 GA = models_by_type(pytest.importorskip("openai.types.realtime.realtime_server_event").RealtimeServerEvent)
@@ -53,9 +55,25 @@ async def a_recorded_session(h: InteractionHarness) -> None:
     await h.client("input_audio_buffer.clear")
     await h.client("conversation.item.delete", item_id="nope")  # a mistake: an error event
     await h.client("session.update", session={"instructions": "Be brief."})
+    await a_function_call(h)
     await h.client("session.update", session={  # semantic_vad, and settings ignored with an error naming them
-        "tools": [{"type": "function", "name": "lookup"}], "audio": {"input": {
+        "tools": [LOOKUP], "audio": {"input": {"noise_reduction": {"type": "near_field"},
             "transcription": {"model": "whisper-1"}, "turn_detection": {"type": "semantic_vad", "eagerness": "high"}}}})
+
+
+async def a_function_call(h: InteractionHarness) -> None:
+    """A reply that must call the session's tool, the call's output, then the choice back to auto."""
+    await h.client("session.update", session={"tools": [LOOKUP], "tool_choice": "required"})
+    await h.client("response.create")
+    tokenizer = h.orch.pipeline.tokenizer
+    call = '<tool_call>\n{"name": "lookup", "arguments": {"order": 42}}\n</tool_call>'
+    h.stages.think(h.thinker_id, h.controller.turn.turn_id, tokenizer.encode(call) + [tokenizer.im_end_id], WIDTH,
+                   finish="stop")
+    await h.settle()
+    call_id = h.of_type("response.done")[-1]["response"]["output"][0]["call_id"]
+    await h.client("conversation.item.create", item={"type": "function_call_output", "call_id": call_id,
+                                                     "output": "shipped"})
+    await h.client("session.update", session={"tool_choice": "auto"})
 
 
 def record(beta: bool) -> list[dict]:
@@ -86,4 +104,5 @@ def test_every_event_of_a_recorded_session_parses_with_the_sdks_models(beta, sch
     last = [event["session"] for event in events if event["type"] == "session.updated"][-1]
     detection = last["turn_detection"] if beta else last["audio"]["input"]["turn_detection"]
     assert detection["type"] == "semantic_vad" and events[-1]["error"]["code"] == "parameter_ignored"
-    assert len(kinds) >= 20 and {"error", "conversation.item.retrieved", "conversation.item.truncated"} <= kinds
+    assert len(kinds) >= 20 and {"error", "conversation.item.retrieved", "conversation.item.truncated",
+                                 "response.function_call_arguments.done"} <= kinds

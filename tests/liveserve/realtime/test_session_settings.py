@@ -66,8 +66,7 @@ def test_a_wrong_transcription_setting_refuses_the_whole_update(transcription, p
 
 
 def test_unsupported_settings_are_ignored_the_rest_applied_and_one_error_names_them():
-    events, turn_taking = update({"instructions": "Be brief.", "tools": [{"type": "function", "name": "f"}],
-                                  "audio": {"input": {
+    events, turn_taking = update({"instructions": "Be brief.", "audio": {"input": {
                                       "noise_reduction": {"type": "near_field"},
                                       "turn_detection": {"type": "semantic_vad", "eagerness": "high"}},
                                       "output": {"voice": "my-cloned-voice"}}})
@@ -75,8 +74,8 @@ def test_unsupported_settings_are_ignored_the_rest_applied_and_one_error_names_t
     session, error = events[0]["session"], events[1]["error"]
     assert session["instructions"] == "Be brief." and turn_taking.eagerness == "high"
     assert session["audio"]["output"]["voice"] == "alloy" and session["tools"] == []  # what is in effect
-    assert error["code"] == "parameter_ignored" and error["param"] == "session.tools"
-    for named in ("session.tools", "session.audio.input.noise_reduction", "session.audio.output.voice"):
+    assert error["code"] == "parameter_ignored" and error["param"] == "session.audio.input.noise_reduction"
+    for named in ("session.audio.input.noise_reduction", "session.audio.output.voice"):
         assert named in error["message"]
 
 
