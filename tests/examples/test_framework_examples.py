@@ -4,7 +4,8 @@ fails to parse. The openai-agents example keeps the SDK's default session settin
 'ash', input transcription, tracing 'auto'). Each test checks on the server that the barge-in cut a reply:
 its unheard-work counters grew. The LiveKit example asks for replies of up to 64 tokens (the fixture's 16 would
 stop them, and to LiveKit's plugin a reply stopped at the limit is a failed generation), so each of its answers
-ends by itself.
+ends by itself. The Agents SDK's function-tool example calls its tool (tool_choice required) and speaks the
+result, on the embedded default and on tiny-omni.
 """
 
 from __future__ import annotations
@@ -77,3 +78,34 @@ def test_openai_js_sdk(example_server):
     turns = result["turns"]
     assert turns["spoken"] in ENDED and turns["text"] in ENDED and turns["barge_in"]["answer"] in ENDED
     assert turns["barge_in"]["reply_cut_at_ms"] >= 0  # the example waited for the playing reply's truncation
+
+
+def tool_example(server: ServerProcess) -> dict:
+    done = subprocess.run([sys.executable, "agents_sdk_tools.py", server.url], capture_output=True, text=True,
+                          timeout=300, cwd=EXAMPLES)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_called_then_answered(result: dict) -> None:
+    """The agent's required tool was called once, with arguments its schema allows, then answered by voice."""
+    assert result["parse_failures"] == []
+    [call] = result["calls"]
+    assert 1 <= call["order_id"] <= 99999
+    assert [r["output"] for r in result["responses"]] == [["function_call"], ["message"]]
+    assert result["responses"][0]["status"] == "completed" and result["responses"][1]["status"] in ENDED
+    assert result["server_events"]["response.output_audio.delta"] > 0
+    assert result["server_events"]["response.function_call_arguments.done"] == 1
+
+
+def test_openai_agents_sdk_calls_a_function_tool_and_speaks_its_result(example_server):
+    result = tool_example(example_server)
+    assert_called_then_answered(result)
+    assert result["errors"] == []
+    assert result["calls"] == [{"order_id": 42}] and "Tuesday" in result["answer"]  # SmolLM2 reads the result
+
+
+def test_openai_agents_sdk_function_tool_on_tiny_omni(server):
+    result = tool_example(server)  # random weights: a call valid for the schema, then any words
+    assert_called_then_answered(result)
+    assert [e["param"] for e in result["errors"]] == ["session.audio.input.transcription"]  # tiny-omni has no ASR
