@@ -188,3 +188,22 @@ def test_tools_cannot_change_per_response_but_the_choice_can():
     refused, constraint = run(scenario)
     assert [e["error"]["param"] for e in refused] == ["response.tools"]
     assert constraint.forced
+
+
+def test_a_call_cut_short_is_cancelled_and_leaves_nothing_of_itself_in_the_context():
+    async def scenario(h):
+        await h.client("session.update", session={"tools": [WEATHER], "tool_choice": "required"})
+        await ask(h, "Weather in Paris?")
+        turn = h.controller.turn
+        prefix = list(turn.segment.token_ids)
+        h.stages.think(h.thinker_id, turn.turn_id, tokens(h, CALL)[:6], WIDTH)
+        await h.settle()
+        await h.speak(300)  # the user speaks over it: a barge-in
+        await h.client("response.cancel")
+        return h, turn, prefix
+
+    h, turn, prefix = run(scenario)
+    done = h.of_type("response.done")[-1]["response"]
+    assert done["status"] == "cancelled" and done["output"][0]["type"] == "message"
+    assert not h.of_type("response.function_call_arguments.done")
+    assert len(turn.generated) == 6 and turn.segment.token_ids == prefix  # the assistant header only
