@@ -5,7 +5,7 @@ fails to parse. The openai-agents example keeps the SDK's default session settin
 its unheard-work counters grew. The LiveKit example asks for replies of up to 64 tokens (the fixture's 16 would
 stop them, and to LiveKit's plugin a reply stopped at the limit is a failed generation), so each of its answers
 ends by itself. The Agents SDK's function-tool example calls its tool (tool_choice required) and speaks the
-result, on the embedded default and on tiny-omni.
+result, on the embedded default and on tiny-omni; pipecat's runs a registered function the same way.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def test_openai_js_sdk(example_server):
     assert turns["barge_in"]["reply_cut_at_ms"] >= 0  # the example waited for the playing reply's truncation
 
 
-def tool_example(server: ServerProcess) -> dict:
-    done = subprocess.run([sys.executable, "agents_sdk_tools.py", server.url], capture_output=True, text=True,
+def tool_example(server: ServerProcess, example: str = "agents_sdk_tools.py") -> dict:
+    done = subprocess.run([sys.executable, example, server.url], capture_output=True, text=True,
                           timeout=300, cwd=EXAMPLES)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -109,3 +109,9 @@ def test_openai_agents_sdk_function_tool_on_tiny_omni(server):
     result = tool_example(server)  # random weights: a call valid for the schema, then any words
     assert_called_then_answered(result)
     assert [e["param"] for e in result["errors"]] == ["session.audio.input.transcription"]  # tiny-omni has no ASR
+
+
+def test_pipecat_runs_a_registered_function_and_speaks_its_result(example_server):
+    result = tool_example(example_server, "pipecat_tools.py")
+    assert result["errors"] == [] and result["calls"] == [{"order_id": 42}]
+    assert result["answer_audio_bytes"] > 0 and "Tuesday" in result["answer"]
