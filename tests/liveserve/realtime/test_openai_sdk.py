@@ -65,7 +65,7 @@ def test_a_required_tool_call_through_the_sdk_then_its_result_answered_by_voice(
             item = call[1].response.output[0]
             await conn.conversation.item.create(item={"type": "function_call_output", "call_id": item.call_id,
                                                       "output": "It left the depot."})
-            await conn.response.create()
+            await conn.response.create(response={"max_output_tokens": 8})
             return call, await until_done(conn)
 
     (call_types, call), (reply_types, reply) = asyncio.run(asyncio.wait_for(scenario(), 120))
