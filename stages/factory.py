@@ -145,7 +145,8 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     """The thinker on vLLM's engine (in this process: it must have vLLM), over the deployer's HF folder (its
     shape checked first; a Qwen3-Omni folder's thinker with the rows its talker reads) or the GGUF file's
     converted one; a policy other than fcfs (vLLM's own) orders vLLM's scheduler, reading `view` and `device`;
-    with offload eviction next_use, its host cache evicts by the next use `view` predicts."""
+    with offload eviction next_use, its host cache evicts by the next use `view` predicts. Tool calls are
+    constrained over the thinker's tokenizer, except with the talker's tap or tensor parallelism."""
     from stages.vllm_backend import vllm_api
     from stages.vllm_backend.engine import VllmThinkerEngine
     from stages.vllm_backend.hf_folder import hf_folder
@@ -157,7 +158,10 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     elif spec.folder is not None:
         ModelFolder(spec.folder).check_shape(spec.model)
     folder = spec.folder or hf_folder(spec.gguf, spec.vllm.cache_dir)
-    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed, talker_layer)
+    constraints = None
+    if talker_layer is None and spec.vllm.tensor_parallel_size == 1:
+        constraints = ConstraintCompiler(thinker_text(spec)[0])
+    engine = vllm_api.build_engine(folder, spec.vllm, spec.scheduler, spec.seed, talker_layer, constraints)
     policy = None
     if spec.scheduler.policy != "fcfs":
         policy = make_policy(spec.scheduler, view, vllm_api.pool_kv(vllm_api.scheduler_of(engine)), device)
@@ -165,7 +169,7 @@ def build_vllm_thinker(spec: StageSpec, emit: Callable[[list[StageOutput]], None
     if spec.vllm.offload.eviction == "next_use" and view is not None:
         vllm_api.evict_by_next_use(vllm_api.scheduler_of(engine), view.next_use)
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
-    return VllmThinkerEngine(spec.name, engine, emit, policy, clock, trace, talker_rows)
+    return VllmThinkerEngine(spec.name, engine, emit, policy, clock, trace, talker_rows, constraints)
 
 
 def build_residency(spec: StageSpec, kv: KVCacheManager, view: InteractionView | None) -> KVResidency:

@@ -12,9 +12,11 @@ import torch
 from stages.commands import AbortRequest, AddRequest, AppendInput, Command, StopGeneration, queued_batches
 from stages.engine import HELD_WAIT_S, IDLE_WAIT_S, StageStatus
 from stages.engine_thread import EngineThread
+from stages.grammar import ConstraintCompiler
 from stages.plan import StageOutput
 from stages.policies.base import SchedulingPolicy
 from stages.requests.thinker import ThinkerRequest, ThinkerStep
+from stages.requests.tool_call import ToolCallConstraint
 from stages.step_trace import StepTrace
 from stages.vllm_backend import vllm_api
 from stages.vllm_backend.talker_rows import TalkerRowSource, prompt_embeds
@@ -34,10 +36,12 @@ class VllmThinkerEngine(EngineThread):
     the queued commands, then steps vLLM while any generation runs; every token vLLM gives advances
     its request and goes out as a ThinkerStep (with no hidden state). A generation LiveServe ends
     (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM; one vLLM ends first
-    (its max_model_len) ends with vLLM's reason. A command a request rejects (a turn constrained to a tool
-    call among them: not supported here yet), and a failed vLLM step, become error outputs; the engine
-    keeps running. KVProtectHint and TurnEndingHint change nothing:
-    vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it orders
+    (its max_model_len) ends with vLLM's reason. A command a request rejects (a schema that does not compile,
+    a turn constrained to a tool call on an engine without `constraints`), and a failed vLLM step, become
+    error outputs; the engine keeps running. With `constraints` (the engine built with them: see
+    vllm_api.build_engine), a constrained turn is masked inside vLLM by matchers of that compiler, and its
+    request follows its tokens with a matcher of its own, as natively. KVProtectHint and TurnEndingHint
+    change nothing: vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it orders
     vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
     looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
     (fcfs). The engine thread computes with the thread count of the thread that builds this, as vLLM set it
@@ -51,10 +55,11 @@ class VllmThinkerEngine(EngineThread):
 
     def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None],
                  policy: SchedulingPolicy | None = None, clock: Callable[[], float] = time.monotonic,
-                 trace: StepTrace | None = None, talker_rows: TalkerRowSource | None = None) -> None:
+                 trace: StepTrace | None = None, talker_rows: TalkerRowSource | None = None,
+                 constraints: ConstraintCompiler | None = None) -> None:
         super().__init__(name)
         self.engine, self.emit, self.policy, self.clock, self.trace = engine, emit, policy, clock, trace
-        self.talker_rows = talker_rows
+        self.talker_rows, self.constraints = talker_rows, constraints
         self._started: list[str] = []  # generations started since the last step, for the trace
         self.num_threads = torch.get_num_threads()
         self.requests: dict[str, ThinkerRequest] = {}
@@ -119,18 +124,21 @@ class VllmThinkerEngine(EngineThread):
             raise ValueError(f"stage {self.name} (vllm) serves thinker requests, got {type(request).__name__}")
         if request.request_id in self.requests:
             raise ValueError(f"request {request.request_id!r} already exists")
+        request.compiler = self.constraints
         self.requests[request.request_id] = request
 
     def _append(self, request: ThinkerRequest, command: AppendInput) -> None:
         if command.data is not None and command.data.embeds and self.talker_rows is None:
             raise ValueError(f"stage {self.name} (vllm) takes token ids only; input embeddings need the native backend")
-        if command.data is not None and command.data.constraint is not None:
-            raise ValueError(f"stage {self.name} (vllm) does not constrain tool calls yet")
+        constraint = command.data.constraint if command.data is not None else None
+        if constraint is not None and self.constraints is None:
+            raise ValueError(f"stage {self.name} (vllm) does not constrain tool calls with the talker's tap "
+                             "(speculative decoding) or tensor parallelism")
         request.append(command.data, command.close)
         if request.is_generating and request.request_id not in self._generations:
-            self._start_generation(request)
+            self._start_generation(request, constraint)
 
-    def _start_generation(self, request: ThinkerRequest) -> None:
+    def _start_generation(self, request: ThinkerRequest, constraint: ToolCallConstraint | None) -> None:
         self._num_generations += 1
         vllm_id = f"{request.request_id}#{self._num_generations}"
         embeds, rows = None, None
@@ -138,7 +146,7 @@ class VllmThinkerEngine(EngineThread):
             embeds = prompt_embeds(request, self.talker_rows.embed_table.shape[1])
             rows = self.talker_rows.start(request) if request.talker_context is not None else None
         vllm_api.add(self.engine, vllm_id, list(request.token_ids), request.sampling, request.stop_ids,
-                     request.request_id, embeds, rows)
+                     request.request_id, embeds, rows, constraint)
         request.num_computed = request.num_known
         self._generations[request.request_id], self._owners[vllm_id] = vllm_id, request.request_id
         self._started.append(request.request_id)

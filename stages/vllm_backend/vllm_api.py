@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +22,10 @@ from stages.vllm_backend.args import VllmArgs, VllmOffload
 from stages.vllm_backend.pool_kv import VllmPoolKV
 from stages.vllm_backend.step_order import order_step
 
+if TYPE_CHECKING:
+    from stages.grammar import ConstraintCompiler
+    from stages.requests.tool_call import ToolCallConstraint
+
 MIB = 1 << 20
 IN_PROCESS_ENV = {  # read by vLLM when its engine is built: no engine-core process, no worker process
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
@@ -29,6 +34,7 @@ IN_PROCESS_ENV = {  # read by vLLM when its engine is built: no engine-core proc
 }
 OWNER_ARG = "liveserve_request_id"  # SamplingParams.extra_args key: the LiveServe request a generation serves
 ROWS_ARG = "liveserve_rows"  # SamplingParams.extra_args key: prompt positions whose tapped hidden states it wants
+CONSTRAINT_ARG = "liveserve_tool_call"  # SamplingParams.extra_args key: (its ToolCallConstraint, its stop ids)
 CACHE_POLICY_MODULE = "stages.vllm_backend.cache_policy"
 TAP_MODULE = "stages.vllm_backend.hidden_state_tap"
 
@@ -44,13 +50,15 @@ class TokensOut:
 
 
 def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int,
-                 talker_layer: int | None = None):
+                 talker_layer: int | None = None, constraints: ConstraintCompiler | None = None):
     """vLLM's LLMEngine over the HF folder `model_dir`, its engine core (an OrderedScheduler, to be given a
     policy with `order_by` or left to vLLM's order) in this process, taking token ids (no tokenizer). On GPUs
     with tensor parallelism the workers are processes of vLLM's own (the mp executor; not run yet: this build
     has no GPU); otherwise the one worker is this process. With `talker_layer`, `model_dir` is a Qwen3-Omni
     folder whose thinker vLLM runs (qwen3_omni_thinker.py), taking prompt embeddings, and the hidden states
-    after `talker_layer` layers are tapped (see `take_rows`; the uni-process executor only)."""
+    after `talker_layer` layers are tapped (see `take_rows`; the uni-process executor only). With `constraints`
+    (neither a tap nor tensor parallelism: see tool_call_logits.py), generations `add`ed with a constraint are
+    masked by its matchers."""
     os.environ.update(IN_PROCESS_ENV)
     from vllm.v1.engine.llm_engine import LLMEngine
 
@@ -58,14 +66,16 @@ def build_engine(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed
         from stages.vllm_backend.qwen3_omni_thinker import register
 
         register()
-    built = engine_args(model_dir, args, budgets, seed, talker_layer)
+    built = engine_args(model_dir, args, budgets, seed, talker_layer, constraints)
     return LLMEngine.from_engine_args(built, enable_multiprocessing=False)
 
 
 def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed: int,
-                talker_layer: int | None = None):
+                talker_layer: int | None = None, constraints: ConstraintCompiler | None = None):
     """The EngineArgs `build_engine` builds with."""
     from vllm.engine.arg_utils import EngineArgs
+
+    from stages.vllm_backend.tool_call_logits import for_compiler
 
     memory = ({"gpu_memory_utilization": args.gpu_memory_utilization} if args.on_gpus
               else {"kv_cache_memory_bytes": args.kv_cache_mib * MIB})
@@ -82,6 +92,7 @@ def engine_args(model_dir: Path, args: VllmArgs, budgets: SchedulerConfig, seed:
         tensor_parallel_size=args.tensor_parallel_size,
         distributed_executor_backend="uni" if args.tensor_parallel_size == 1 else "mp", disable_log_stats=True,
         scheduler_cls=OrderedScheduler, **route,
+        logits_processors=None if constraints is None else [for_compiler(constraints)],
     )
 
 
@@ -114,12 +125,15 @@ def offload_config(offload: VllmOffload):
     return KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both", kv_connector_extra_config=extra)
 
 
-def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, stop_ids: Iterable[int],
-        owner: str, embeds: PromptEmbeds | None = None, rows: list[int] | None = None) -> None:
-    """Generate after `prompt` as `sampling` says, stopping at `stop_ids`, for the LiveServe request `owner`
+def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, stop_ids: frozenset[int],
+        owner: str, embeds: PromptEmbeds | None = None, rows: list[int] | None = None,
+        constraint: ToolCallConstraint | None = None) -> None:
+    """Generate after `prompt` as `sampling` says, stopping at `stop_ids` (not with ignore_eos: vLLM's stop ids
+    stop it even then, v1/core/sched/utils.py:109), for the LiveServe request `owner`
     (what an OrderedScheduler asks the policy about, and the session its kv_hints name); outputs come as deltas.
     `embeds` replace some positions' input embeddings; `rows`: prompt positions whose tapped hidden states
-    `take_rows` is to give (an engine built with `talker_layer`)."""
+    `take_rows` is to give (an engine built with `talker_layer`); `constraint`: the generation is (or may be) a
+    tool call as it says (an engine built with `constraints`)."""
     from vllm import SamplingParams as VllmSampling
     from vllm.sampling_params import RequestOutputKind
 
@@ -127,9 +141,11 @@ def add(engine, request_id: str, prompt: list[int], sampling: SamplingParams, st
 
     params = VllmSampling(
         temperature=sampling.temperature, top_k=sampling.top_k, max_tokens=sampling.max_tokens,
-        seed=sampling.seed, ignore_eos=sampling.ignore_eos, stop_token_ids=sorted(stop_ids),
+        seed=sampling.seed, ignore_eos=sampling.ignore_eos,
+        stop_token_ids=[] if sampling.ignore_eos else sorted(stop_ids),
         detokenize=False, output_kind=RequestOutputKind.DELTA,
-        extra_args={OWNER_ARG: owner} | ({ROWS_ARG: rows} if rows else {}),
+        extra_args={OWNER_ARG: owner} | ({ROWS_ARG: rows} if rows else {})
+        | ({CONSTRAINT_ARG: (constraint, stop_ids)} if constraint is not None else {}),
     )
     inputs = {"prompt_token_ids": prompt}
     if embeds is not None:
