@@ -39,7 +39,7 @@ async def turns(url: str, api_key: str) -> dict:
         return DELIVERY.format(order_id=order_id)
 
     agent = RealtimeAgent(name="Assistant", instructions="Answer in one short sentence.", tools=[order_status])
-    settings = {"tool_choice": "required", "max_output_tokens": 96}
+    settings = {"tool_choice": "required", "max_output_tokens": 64}
     session = await RealtimeRunner(agent, config={"model_settings": settings}).run(
         model_config={"url": url, "api_key": api_key})
     async with session:

@@ -10,8 +10,8 @@ from tests.stages.tool_call_schemas import AUTO, FORCED
 
 MAX_TOKENS = 64  # a call takes 32-49 tokens
 SAMPLINGS = {"greedy": SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS)} | {
-    f"t1-seed{seed}": SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS, seed=seed) for seed in range(2)}
-BESIDE = ("greedy", "t1-seed1")  # the samplings of the scenes with an unconstrained story
+    f"t1-seed{seed}": SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS, seed=seed) for seed in (1,)}
+BESIDE = ("greedy",)  # the samplings of the scenes with an unconstrained story
 QUESTIONS = {"call": "What's the weather in Paris for the next three days?", "free": "Tell me a story."}
 
 
