@@ -51,8 +51,7 @@ def parse_choice(value: Any, tools: tuple[FunctionTool, ...], where: str) -> str
         return name
     require(value in CHOICES, "invalid_value", f"tool_choice must be auto, none, required or a function, "
             f"got {shown(value)}", where)
-    require(value != "required" or tools, "invalid_value", "tool_choice required needs tools", where)
-    return value
+    return value  # required without tools is taken (clients set it before their tools): there is nothing to call
 
 
 def apply_tools(tools: Tools, body: dict, where: str) -> Tools:
@@ -62,7 +61,6 @@ def apply_tools(tools: Tools, body: dict, where: str) -> Tools:
     if choice is None:
         names = {tool.name for tool in functions}
         choice = tools.choice if tools.choice in (*CHOICES, *names) else "auto"
-        choice = "auto" if choice == "required" and not functions else choice
     return replace(tools, functions=functions, choice=parse_choice(choice, functions, f"{where}.tool_choice"))
 
 

@@ -149,7 +149,6 @@ def test_with_auto_a_reply_that_starts_a_call_is_a_call_and_not_a_word_of_it_is_
     ({"tools": [{**WEATHER, "type": "mcp"}]}, "session.tools[0].type"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "session.tool_choice.name"),
     ({"tool_choice": "always"}, "session.tool_choice"),
-    ({"tool_choice": "required"}, "session.tool_choice"),
 ])
 def test_a_bad_tool_definition_is_one_error_naming_the_field_and_the_session_lives_on(session, param):
     async def scenario(h):
@@ -207,3 +206,18 @@ def test_a_call_cut_short_is_cancelled_and_leaves_nothing_of_itself_in_the_conte
     assert done["status"] == "cancelled" and done["output"][0]["type"] == "message"
     assert not h.of_type("response.function_call_arguments.done")
     assert len(turn.generated) == 6 and turn.segment.token_ids == prefix  # the assistant header only
+
+
+def test_required_before_any_tool_is_taken_and_forces_nothing_until_tools_come():
+    async def scenario(h):  # pipecat sets tool_choice before its context's tools
+        await h.client("session.update", session={"tool_choice": "required"})
+        await ask(h, "Hello")
+        before = last_constraint(h)
+        h.controller.cancel_response()
+        await h.settle()
+        await h.client("session.update", session={"tools": [WEATHER]})
+        await ask(h, "Weather in Paris?")
+        return h.of_type("error"), before, last_constraint(h)
+
+    errors, before, after = run(scenario)
+    assert errors == [] and before is None and after.forced
