@@ -39,8 +39,8 @@ class VllmThinkerEngine(EngineThread):
     (its max_model_len) ends with vLLM's reason. A command a request rejects (a schema that does not compile,
     a turn constrained to a tool call on an engine without `constraints`), and a failed vLLM step, become
     error outputs; the engine keeps running. With `constraints` (the engine built with them: see
-    vllm_api.build_engine), a constrained turn is masked inside vLLM by matchers of that compiler, and its
-    request follows its tokens with a matcher of its own, as natively. KVProtectHint and TurnEndingHint
+    vllm_api.build_engine), a constrained turn is masked inside vLLM by matchers of that compiler (its request
+    compiles the constraint when appended, so a bad schema fails the turn, and keeps no matcher). KVProtectHint and TurnEndingHint
     change nothing: vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it orders
     vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
     looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
@@ -134,7 +134,8 @@ class VllmThinkerEngine(EngineThread):
         if constraint is not None and self.constraints is None:
             raise ValueError(f"stage {self.name} (vllm) does not constrain tool calls with the talker's tap "
                              "(speculative decoding) or tensor parallelism")
-        request.append(command.data, command.close)
+        request.append(command.data, command.close)  # a constraint's schema is compiled (checked) here
+        request.matcher = None  # vLLM's logits processor follows the tokens; one matcher a generation is enough
         if request.is_generating and request.request_id not in self._generations:
             self._start_generation(request, constraint)
 
