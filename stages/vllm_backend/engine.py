@@ -30,27 +30,26 @@ SET_NUM_THREADS = torch.set_num_threads  # taken before vLLM's CPU worker replac
 class VllmThinkerEngine(EngineThread):
     """What a StageEngine offers its process (`submit_all`, `start`, `stop`, `status`), over vLLM's engine.
 
-    Each session's context stays a ThinkerRequest here (its tokens, its generation, truncation to
-    what was heard); each turn that generates becomes a vLLM request whose prompt is the whole
-    context (prefix caching, when on, finds what earlier turns computed). The engine thread applies
-    the queued commands, then steps vLLM while any generation runs; every token vLLM gives advances
-    its request and goes out as a ThinkerStep (with no hidden state). A generation LiveServe ends
-    (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM; one vLLM ends first
-    (its max_model_len) ends with vLLM's reason. A command a request rejects (a schema that does not compile,
-    a turn constrained to a tool call on an engine without `constraints`), and a failed vLLM step, become
-    error outputs; the engine keeps running. With `constraints` (the engine built with them: see
+    Each session's context stays a ThinkerRequest here (its tokens, its generation, truncation to what was heard);
+    each turn that generates becomes a vLLM request whose prompt is the whole context (prefix caching, when on,
+    finds what earlier turns computed). The engine thread applies the queued commands, then steps vLLM while any
+    generation runs; every token vLLM gives advances its request and goes out as a ThinkerStep (with no hidden
+    state). A generation LiveServe ends (stop token, max_tokens, StopGeneration, AbortRequest) is aborted in vLLM;
+    one vLLM ends first (its max_model_len) ends with vLLM's reason. A command a request rejects (a schema that does
+    not compile, a turn constrained to a tool call on an engine without `constraints`), and a failed vLLM step,
+    become error outputs; the engine keeps running. With `constraints` (the engine built with them: see
     vllm_api.build_engine), a constrained turn is masked inside vLLM by matchers of that compiler (its request
-    compiles the constraint when appended, so a bad schema fails the turn, and keeps no matcher). KVProtectHint and TurnEndingHint
-    change nothing: vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it orders
-    vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
-    looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own
-    (fcfs). The engine thread computes with the thread count of the thread that builds this, as vLLM set it
-    up: a new thread starts from OMP_NUM_THREADS, and vLLM's CPU attention refuses a step whose thread count
-    differs from the one vLLM pinned. With a `trace`, each step is a line as a native stage writes it (by
-    LiveServe request id; `ready`: the generations started since the step before), at `clock`'s time.
-    With `talker_rows` (a Qwen3-Omni thinker, its engine built with a talker layer), turns may carry input
-    embeddings (a mixed prompt), and every step carries the rows a native Qwen3-Omni thinker's would: the
-    talker's prompt rows on a generation's first step, each token's input embedding.
+    compiles the constraint when appended, so a bad schema fails the turn, and keeps no matcher). KVProtectHint and
+    TurnEndingHint change nothing: vLLM's own cache holds the KV. With a `policy` (the engine built `ordered`), it
+    orders vLLM's scheduler every step (vllm_api.PolicyOrdering); when it leaves every generation out, the engine
+    looks again HELD_WAIT_S later unless a command comes first. Without one, vLLM's scheduler is its own (fcfs). The
+    engine thread computes with the thread count of the thread that builds this, as vLLM set it up: a new thread
+    starts from OMP_NUM_THREADS, and vLLM's CPU attention refuses a step whose thread count differs from the one
+    vLLM pinned. With a `trace`, each step is a line as a native stage writes it (by LiveServe request id; `ready`:
+    the generations started since the step before), at `clock`'s time. With `talker_rows` (a Qwen3-Omni thinker, its
+    engine built with a talker layer), turns may carry input embeddings (a mixed prompt), and every step carries the
+    rows a native Qwen3-Omni thinker's would: the talker's prompt rows on a generation's first step, each token's
+    input embedding.
     """
 
     def __init__(self, name: str, engine, emit: Callable[[list[StageOutput]], None],
