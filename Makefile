@@ -37,8 +37,10 @@ $(STAMP): pyproject.toml setup.py Makefile
 
 install: $(STAMP) $(VLLM_STAMP)
 
+# Two pytest workers (pytest-xdist), a test file each at a time: a file's module fixtures (a server, a vLLM
+# process) stay in one worker, and most of the suite waits on servers and subprocesses, not on its own core.
 test: install js-example
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The openai JS SDK example's packages (examples/js, pinned by its package-lock.json), when Node.js is here.
 js-example:
