@@ -74,7 +74,7 @@ class DeviceOnlyTier(KVTier):
     def wait_for_transfer(self, timeout_s: float) -> bool:
         return False
 
-    def check_drop(self) -> None:
+    def dropped(self, state: SequenceKV, first: int, count: int) -> None:
         pass
 
     def close(self) -> None:

@@ -42,7 +42,10 @@ class KVCacheManager:
     the block a window starts in; positions keep counting (tables, reserve and slot
     ids stay in logical positions) and dropped positions can never be read, written
     or kept again; `skip` counts as dropped blocks a sequence resumes past without
-    reserving them. Windows and a host tier are not combined: both raise with one.
+    reserving them. A windowed sequence moves to the host tier and back like any
+    other: the tier sees its live blocks only. `reserve_state` gives a new sequence
+    state blocks that hold no positions (see BlockTable): they count as its blocks,
+    move between the tiers with it and are freed with it; `state_blocks` are their ids.
 
     Tiers (KVTier): `tier` is a host tier, an Offloader (eviction "lru" or "next_use"
     with a HostTierConfig), or the DeviceOnlyTier (eviction "none"): nothing offloaded.
@@ -118,7 +121,8 @@ class KVCacheManager:
     def num_resident_tokens(self, seq: Hashable) -> int:
         """Reserved positions of `seq` whose KV is on the device (neither dropped nor offloaded)."""
         table, size = self.table(seq), self.block_size
-        return min(table.num_tokens, (len(table.block_ids) + table.num_dropped) * size) - table.num_dropped * size
+        held = max(0, len(table.block_ids) - table.num_state) + table.num_dropped
+        return min(table.num_tokens, held * size) - table.num_dropped * size
 
     def dropped(self, seq: Hashable) -> range:
         """The positions of `seq` whose blocks `drop` freed (empty if none)."""
@@ -137,7 +141,7 @@ class KVCacheManager:
     def num_new_blocks(self, seq: Hashable, num_tokens: int, start: int = 0) -> int:
         """Blocks `skip(seq, start)` then `reserve(seq, num_tokens)` would allocate."""
         state = self._seqs.get(seq)
-        counted = 0 if state is None else len(state.table.block_ids) + state.table.num_dropped + state.num_offloaded
+        counted = 0 if state is None else _num_position_blocks(state) + state.num_offloaded
         needed = -(-num_tokens // self.block_size) - max(counted, start // self.block_size)
         return needed if needed > 0 else 0
 
@@ -147,7 +151,7 @@ class KVCacheManager:
         if state is not None:
             if state.num_offloaded:
                 return False
-            needed -= len(state.table.block_ids) + state.table.num_dropped
+            needed -= _num_position_blocks(state)
         return needed <= self.pool.num_free
 
     def fits_at_all(self, num_tokens: int) -> bool:
@@ -165,13 +169,26 @@ class KVCacheManager:
         if state.is_evictable:
             self.tier.touch(state)
 
+    def reserve_state(self, seq: Hashable, num_blocks: int) -> None:
+        """Start a new sequence with `num_blocks` state blocks (zeroed, see BlockTable); ValueError if
+        `seq` is known, RuntimeError (nothing changed) if the pool has not that many free."""
+        if seq in self._seqs:
+            raise ValueError(f"sequence {seq!r} already has blocks: state blocks come first")
+        block_ids = self.pool.allocate(num_blocks)
+        for keys, values in zip(self.cache.keys, self.cache.values):
+            keys[block_ids] = 0
+            values[block_ids] = 0
+        self._add(seq, BlockTable(block_ids, num_state=num_blocks))
+
+    def state_blocks(self, seq: Hashable) -> list[int]:
+        """The state blocks of a resident `seq` (empty: none)."""
+        return self._seqs[seq].table.state_ids
+
     def skip(self, seq: Hashable, start: int) -> None:
         """`seq` resumes writing at `start`, past its reserved end: the blocks in between never hold KV and
-        count as dropped (see BlockTable.skip); nothing if `start` is not past the end. ValueError with a
-        host tier."""
+        count as dropped (see BlockTable.skip); nothing if `start` is not past the end."""
         if start <= self.table(seq).num_tokens:
             return
-        self.tier.check_drop()
         state = self._seqs.get(seq)
         table = BlockTable() if state is None else state.table
         table.skip(start, self.block_size)
@@ -185,9 +202,9 @@ class KVCacheManager:
 
     def _grow(self, state: SequenceKV, num_tokens: int) -> None:
         table, size = state.table, self.block_size
-        needed = -(-num_tokens // size) - len(table.block_ids) - table.num_dropped
+        needed = -(-num_tokens // size) - _num_position_blocks(state)
         new_blocks = self.pool.allocate(needed) if needed > 0 else None
-        written = table.num_tokens // size  # the first block the coming writes touch
+        written = table.live_index(table.num_tokens // size)  # the first block the coming writes touch
         if len(state.host_ids) > written or state.job is not None:
             self.tier.invalidate(state, written)
         if new_blocks is not None:
@@ -212,13 +229,13 @@ class KVCacheManager:
                              f"{dropped.stop - 1} were dropped")
         if num_tokens <= dropped.start:
             table.num_sinks = table.num_dropped = 0
-        live = keep - table.num_dropped
+        live = table.live_index(keep)
         if len(table.block_ids) > live:
             self.pool.release(table.block_ids[live:])
             del table.block_ids[live:]
         table.num_tokens = num_tokens
         state.num_offloaded = live - len(table.block_ids)
-        self.tier.invalidate(state, keep)
+        self.tier.invalidate(state, live)
 
     def free(self, seq: Hashable) -> None:
         """Give back everything of `seq`, both tiers; cancels its transfer (blocks in a copy wait for it)."""
@@ -232,7 +249,7 @@ class KVCacheManager:
         """Flat cache slots of positions [start, end) of `seq` (reserved, resident, not dropped: else ValueError)."""
         table, size = self._seqs[seq].table, self.block_size
         ids = table.block_ids
-        if not table.num_dropped:
+        if not table.num_dropped and not table.num_state:
             return [ids[p // size] * size + p % size for p in range(start, end)]
         return [ids[table.index_of(p // size)] * size + p % size for p in range(start, end)]
 
@@ -244,15 +261,18 @@ class KVCacheManager:
         """Free in place the blocks of `seq` after its sink blocks (those holding positions below
         `num_sink_tokens`) and before the block holding position `keep_from`; how many were freed.
 
-        Raises ValueError with a host tier, or with a sink count other than earlier drops'.
+        Raises ValueError with a sink count other than earlier drops'. The host copies of the freed
+        blocks go too; a sequence that is not resident drops nothing.
         """
-        self.tier.check_drop()
         state = self._seqs.get(seq)
-        if state is None:
+        if state is None or state.num_offloaded:
             return 0
         table, size = state.table, self.block_size
-        freed = table.drop(blocks_for(num_sink_tokens, size), min(keep_from, table.num_tokens) // size)
-        self.pool.release(freed)
+        num_sinks = blocks_for(num_sink_tokens, size)
+        freed = table.drop(num_sinks, min(keep_from, table.num_tokens) // size)
+        if freed:
+            self.tier.dropped(state, table.num_state + num_sinks, len(freed))
+            self.pool.release(freed)
         return len(freed)
 
     def set_evictable(self, seq: Hashable, evictable: bool) -> None:
@@ -325,8 +345,14 @@ class KVCacheManager:
         for seq, state in self._seqs.items():
             table = state.table
             logical = blocks_for(table.num_tokens, self.block_size)
-            assert table.num_blocks + table.num_dropped + state.num_offloaded == logical, f"{seq}: table size off"
-            assert table.num_sinks <= table.num_blocks or not table.num_dropped, f"{seq}: bad drop"
+            live = table.num_blocks + state.num_offloaded
+            assert live + table.num_dropped == logical + table.num_state, f"{seq}: table size off"
+            assert table.num_state + table.num_sinks <= live or not table.num_dropped, f"{seq}: bad drop"
             held.update(table.block_ids)
         for block in range(self.pool.num_blocks):
             assert self.pool.ref_count(block) == held[block], f"block {block}: ref count != tables"
+
+
+def _num_position_blocks(state: SequenceKV) -> int:
+    """Logical blocks of a resident sequence that are live or dropped (its state blocks left out)."""
+    return len(state.table.block_ids) - state.table.num_state + state.table.num_dropped

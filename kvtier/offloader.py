@@ -202,7 +202,7 @@ class Offloader(KVTier):
             self._complete(job)
 
     def invalidate(self, state: SequenceKV, block: int) -> None:
-        """Host copies of logical blocks from `block` on are stale or gone (a write or a truncation)."""
+        """Host copies of live blocks from `block` on are stale or gone (a write or a truncation)."""
         if len(state.host_ids) > block:
             self.host.pool.release(state.host_ids[block:])
             del state.host_ids[block:]
@@ -221,8 +221,15 @@ class Offloader(KVTier):
         self.candidates.discard(state)
         self.host.file(state, 0)
 
-    def check_drop(self) -> None:
-        raise ValueError("dropping blocks (a window) is not combined with a host KV tier")
+    def dropped(self, state: SequenceKV, first: int, count: int) -> None:
+        """Live blocks [first, first + count) were freed in place: their host copies go, and those after
+        them move down with their blocks; a transfer in flight keeps only what it copies below `first`."""
+        if state.job is not None:
+            self.invalidate(state, first)
+        elif len(state.host_ids) > first:
+            self.host.pool.release(state.host_ids[first : first + count])
+            del state.host_ids[first : first + count]
+            self.refresh(state)
 
     def poll(self) -> list[TransferDone]:
         for job in self.worker.take_finished():
@@ -294,10 +301,10 @@ class Offloader(KVTier):
 
     def _check_sequence(self, state: SequenceKV, now: float) -> bool:
         job, device, hosted = state.job, len(state.table.block_ids), len(state.host_ids)
-        logical = device + state.num_offloaded
+        live = device + state.num_offloaded
         assert job is None or (self._jobs.get(job) is state and not job.cancelled), f"{state.seq!r}: stale job"
-        assert hosted <= logical and not state.table.num_dropped, f"{state.seq!r}: host copies past the end, or a drop"
-        assert not state.num_offloaded or hosted == logical, f"{state.seq!r}: an offloaded block has no host copy"
+        assert hosted <= live, f"{state.seq!r}: host copies past the end"
+        assert not state.num_offloaded or hosted == live, f"{state.seq!r}: an offloaded block has no host copy"
         assert job is None or job.kind == STORE or job.first_block == device, f"{state.seq!r}: load off the suffix"
         backed = device if state.is_evictable and job is None and hosted >= device else 0
         assert self.candidates.offered(state) == backed, f"{state.seq!r}: eviction candidacy out of date"

@@ -15,10 +15,11 @@ from kvtier.transfer_job import TransferJob
 class SequenceKV:
     """Where one sequence's blocks are, and what the scheduler said about it.
 
-    Logical blocks 0..n-1 (n = blocks for `table.num_tokens`): the first
-    `len(table.block_ids)` are on the device, the last `num_offloaded` only on the
-    host. `host_ids` are valid host copies of logical blocks 0..len-1, always a
-    prefix; while any block is offloaded every logical block has one. `job` is the
+    Live blocks 0..n-1 (its state blocks and the position blocks a window has not
+    dropped, see BlockTable): the first `len(table.block_ids)` are on the device, the
+    last `num_offloaded` only on the host. `host_ids` are valid host copies of live
+    blocks 0..len-1, always a prefix; while any block is offloaded every live block
+    has one. `job` is the
     one transfer in flight, which pins the sequence. `is_evictable`, `hint` and
     `protected_until` are scheduler hints; `preload_until` is when a preload in
     flight expects the sequence to be used, and `is_warm` marks a completed preload

@@ -18,7 +18,7 @@ class KVTier(ABC):
     `SequenceKV` of a known sequence; engine-thread calls only. Contract:
     - `refresh(state)` follows every change to a sequence's blocks, hints or pins;
       `set_evictable` and `touch` (used now) change its hints; `invalidate(state, b)`:
-      host copies of logical blocks from b on are stale (a write or a truncation);
+      host copies of live blocks from b on are stale (a write or a truncation);
       `forget(state)`: the sequence was freed.
     - `evict(n)` frees exactly n device blocks backed on the host, or none and False
       (`loader`: the sequence a background load makes room for); `num_evictable_blocks`
@@ -30,7 +30,10 @@ class KVTier(ABC):
       (False: no background load) start or
       stop transfers, which `poll` completes (what completed) and `wait_for_transfer`
       waits for (at most `timeout_s`; whether one waits for `poll`).
-    - `check_drop()` raises ValueError where blocks may not be dropped in place (a window).
+    - `dropped(state, first, count)`: the manager freed the sequence's live blocks
+      [first, first + count) in place (a window); their host copies go, later ones
+      keep theirs. Indices the tier sees count live blocks (state ones included), not
+      logical ones.
     - `stats` are cumulative counters (TierStats); `link_gbps` the measured host link
       (None: no host); `worker` copies bytes (None: none); `close` stops it.
     - `check_integrity(states)` checks the tier against the manager's sequences and
@@ -94,7 +97,7 @@ class KVTier(ABC):
     def wait_for_transfer(self, timeout_s: float) -> bool: ...
 
     @abstractmethod
-    def check_drop(self) -> None: ...
+    def dropped(self, state: SequenceKV, first: int, count: int) -> None: ...
 
     @abstractmethod
     def close(self) -> None: ...

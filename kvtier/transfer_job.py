@@ -14,7 +14,7 @@ class TransferJob:
     """Blocks of one sequence to copy: prepared and completed on the engine thread, run by the worker.
 
     `src_ids[i]` is copied into `dst_ids[i]` (a load copies host -> device, a store
-    device -> host); they hold logical blocks `first_block + i`. The job holds one
+    device -> host); they hold live blocks `first_block + i` (see SequenceKV). The job holds one
     reference on each of these blocks from prepare to complete, so none is reused
     while a copy into or out of it may run. `num_kept` is how many leading blocks
     are still wanted at completion (writes and truncation lower it). The worker
@@ -56,9 +56,9 @@ class TransferJob:
     def host_ids(self) -> list[int]:
         return self.src_ids if self.kind == LOAD else self.dst_ids
 
-    def keep_below(self, logical_block: int) -> None:
-        """Blocks from `logical_block` on are no longer wanted."""
-        self.num_kept = max(0, min(self.num_kept, logical_block - self.first_block))
+    def keep_below(self, block: int) -> None:
+        """Live blocks from `block` on are no longer wanted."""
+        self.num_kept = max(0, min(self.num_kept, block - self.first_block))
 
 
 class TransferDone(NamedTuple):

@@ -81,8 +81,7 @@ class StageSpec:
     """Everything needed to start one replica of one stage.
 
     `window` (thinker and talker; None: unbounded) bounds what each request attends to
-    and keeps in KV; it takes no host tier, and the pool must hold one request's sinks,
-    window and largest chunk. `gguf` (thinker only): a Llama GGUF file whose weights (and shape, in
+    and keeps in KV; the pool must hold one request's sinks, window and largest chunk. `gguf` (thinker only): a Llama GGUF file whose weights (and shape, in
     `model`) the thinker takes, instead of seeded ones or a `checkpoint`. `threads` is how many intra-op threads the stage's steps
     compute with (None: the process default): stages computing at once on a few cores
     each with all of them oversubscribe the cores (for asr and tts, CTranslate2's and
@@ -181,9 +180,6 @@ class StageSpec:
     def _check_window(self) -> None:
         if self.kv is None:
             raise ValueError(f"window: stage {self.name!r} ({self.kind}) has no KV to bound")
-        if self.kv.eviction != "none":
-            raise ValueError(f"window cannot be combined with kv.eviction {self.kv.eviction!r} (a host KV tier); "
-                             "set kv.eviction to none or remove the window")
         size, window, chunk = self.kv.block_size, self.window, self.scheduler.max_num_batched_tokens
         need = blocks_for(window.sinks, size) + blocks_for(window.tokens + chunk, size) + 1
         if need > self.kv.num_blocks:

@@ -14,7 +14,7 @@ def server_overrides(options: DuplexOptions, data: object) -> tuple[Override, ..
     """The overrides of the config document `data` that a fresh server for `options` serves, in order.
 
     `duplex.frame_ms`; the thinker's `window` (null, i.e. unbounded, without `--window`; with one,
-    the thinker's KV has no host tier, which a window does not combine with);
+    the thinker's KV has no host tier: a stream idle between frames would be written back every frame);
     `stages.thinker.kv.num_blocks` (with `--kv-blocks`); `admission.policy` (`--admission`, else
     aimd with a ramp and fixed without) and the `--admission-set` keys; and
     `server.max_sessions` raised so every stream of a fixed run (plus the warm-up

@@ -1,6 +1,7 @@
 """Blocks freed in place between a sequence's sinks and its window (KVCacheManager.drop)."""
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -112,16 +113,74 @@ def test_skip_within_a_block_is_refused_and_changes_nothing(end, start):
     kv.check_integrity()
 
 
-def test_a_host_tier_refuses_to_drop():
-    kv = KVCacheManager(KVPoolConfig(num_blocks=8, num_layers=1, num_kv_heads=1, head_dim=2, block_size=4),
-                        HostTierConfig(num_blocks=8), eviction="lru", transfer_mode="inline")
+def make_tiered() -> KVCacheManager:
+    return KVCacheManager(KVPoolConfig(num_blocks=8, num_layers=1, num_kv_heads=1, head_dim=2, block_size=4),
+                          HostTierConfig(num_blocks=8), eviction="lru", transfer_mode="inline")
+
+
+def settle(kv: KVCacheManager) -> None:
+    kv.tier.worker.run_all()
+    kv.tier.poll()
+
+
+def written(kv: KVCacheManager, seq: str, positions: range) -> list[float]:
+    slots = torch.tensor(kv.slot_ids(seq, positions.start, positions.stop))
+    return kv.cache.keys[0].view(-1, 1, 2)[slots][:, 0, 0].tolist()
+
+
+def test_a_windowed_sequence_goes_to_the_host_tier_and_comes_back_with_its_live_blocks():
+    kv = make_tiered()
     kv.reserve("a", 20)
-    with pytest.raises(ValueError, match="host KV tier"):
-        kv.drop("a", 0, 16)
-    with pytest.raises(ValueError, match="host KV tier"):
-        kv.skip("a", 40)
-    assert kv.num_blocks_held("a") == 5
-    kv.tier.close()
+    kv.cache.keys[0].view(-1, 1, 2)[torch.tensor(kv.slot_ids("a", 0, 20))] = torch.arange(20.0).view(-1, 1, 1)
+    kv.set_evictable("a", True)
+    kv.store("a")
+    settle(kv)  # host copies of blocks 0-4
+    assert kv.drop("a", 4, 12) == 2  # blocks 1 and 2 go, on both tiers: 3 host copies stay, shifted with theirs
+    assert kv.tier.stats["host_blocks_used"] == 3
+    assert kv.tier.evict(3) and kv.num_blocks_held("a") == 0 and kv.num_offloaded_blocks("a") == 3
+    assert kv.drop("a", 4, 20) == 0  # not resident: nothing moves
+    kv.check_integrity()
+    assert kv.load("a")
+    settle(kv)
+    assert kv.is_resident("a") and kv.dropped("a") == range(4, 12)
+    assert written(kv, "a", range(0, 4)) + written(kv, "a", range(12, 20)) == [*range(4), *range(12, 20)]
+    kv.check_integrity()
+
+
+def test_a_store_in_flight_keeps_only_what_lies_before_a_drop():
+    kv = make_tiered()
+    kv.reserve("a", 20)
+    kv.store("a")  # 5 blocks on their way
+    kv.drop("a", 4, 16)  # blocks 1-3 go while the copy is in flight
+    settle(kv)
+    assert kv.tier.stats["host_blocks_used"] == 1  # the sink block's copy; the rest are written back anew
+    kv.store("a")
+    settle(kv)
+    assert kv.tier.stats["host_blocks_used"] == 2
+    kv.check_integrity()
+
+
+def test_state_blocks_come_first_hold_no_positions_and_go_with_the_sequence():
+    kv = make_manager()
+    kv.reserve_state("a", 2)
+    state = kv.state_blocks("a")
+    assert len(state) == 2 and kv.num_blocks_held("a") == 2 and kv.table("a").num_tokens == 0
+    assert kv.num_new_blocks("a", 8) == 2 and kv.num_resident_tokens("a") == 0
+    kv.reserve("a", 20)
+    table = kv.table("a")
+    assert table.block_ids[:2] == state and kv.num_blocks_held("a") == 7
+    assert kv.slot_ids("a", 4, 6) == [table.block_ids[3] * 4, table.block_ids[3] * 4 + 1]
+    assert kv.live_blocks("a", 20) == (table.block_ids[2:], [0, 1, 2, 3, 4])
+    assert kv.drop("a", 4, 16) == 3 and kv.state_blocks("a") == state
+    assert kv.live_blocks("a", 20)[1] == [0, 4] and kv.num_resident_tokens("a") == 8
+    kv.truncate("a", 16)
+    assert kv.num_blocks_held("a") == 3 and kv.state_blocks("a") == state
+    kv.check_integrity()
+    with pytest.raises(ValueError, match="already has blocks"):
+        kv.reserve_state("a", 1)
+    kv.free("a")
+    assert kv.num_free_blocks == kv.pool.num_blocks
+    kv.check_integrity()
 
 
 def test_resident_tokens_count_device_positions():

@@ -1,4 +1,7 @@
-"""Random operations on a two-tier manager: integrity after every step; resident KV holds what was last written."""
+"""Random operations on a two-tier manager: integrity after every step; resident KV holds what was last written.
+
+Sequence "c" keeps a state block (a history branch's) and every sequence's window may drop blocks: both move
+between the tiers like the rest of a sequence's blocks."""
 
 import itertools
 
@@ -11,7 +14,8 @@ from kvtier import OutOfBlocks
 from tests.kvtier.tier_harness import POLICIES, FakeClock, make_tiered
 
 SEQS = ["a", "b", "c"]
-NAMES = ["grow"] * 4 + ["idle"] * 3 + ["store", "evict", "settle"] * 2 + [
+SINKS = 2  # tokens: one block
+NAMES = ["grow"] * 4 + ["idle"] * 3 + ["store", "evict", "settle"] * 2 + ["drop"] + [
     "truncate", "free", "cancel", "busy", "foreground", "background", "preload", "next_use", "protect", "run", "poll",
     "tick"]
 operation = st.tuples(st.sampled_from(NAMES), st.sampled_from(SEQS), st.integers(0, 12))
@@ -22,8 +26,18 @@ class Model:
 
     def __init__(self, kv) -> None:
         self.kv, self.values, self.fresh = kv, {s: [] for s in SEQS}, itertools.count(1)
+        self.states: dict[str, float] = {}
+
+    def start_state(self, s: str) -> None:
+        """"c" starts with a state block holding a fresh number."""
+        if s != "c" or s in self.states or self.kv.table(s).num_blocks or self.kv.num_free_blocks < 1:
+            return
+        self.kv.reserve_state(s, 1)
+        self.states[s] = float(next(self.fresh))
+        self.kv.cache.keys[1][self.kv.state_blocks(s)[0]] = self.states[s]
 
     def grow(self, s: str, num_tokens: int) -> None:
+        self.start_state(s)
         kv, start = self.kv, self.kv.table(s).num_tokens
         if not kv.can_reserve(s, num_tokens):
             before = (list(kv.table(s).block_ids), kv.table(s).num_tokens, kv.num_free_blocks)
@@ -41,13 +55,32 @@ class Model:
         keys = self.kv.cache.keys[1]  # the last layer's keys stand for all of them
         return keys.view(-1, *keys.shape[2:])
 
+    def truncate(self, s: str, num_tokens: int) -> None:
+        dropped = self.kv.dropped(s)
+        if dropped.start < num_tokens < dropped.stop:
+            with pytest.raises(ValueError):
+                self.kv.truncate(s, num_tokens)
+            return
+        self.kv.truncate(s, num_tokens)
+        del self.values[s][num_tokens:]
+
+    def free(self, s: str) -> None:
+        self.kv.free(s)
+        self.values[s] = []
+        self.states.pop(s, None)
+
     def check(self) -> None:
         for s in SEQS:
-            table = self.kv.table(s)
+            table, kv = self.kv.table(s), self.kv
             assert table.num_tokens == len(self.values[s])
-            if self.kv.is_resident(s) and table.num_tokens:
-                slots = torch.tensor(self.kv.slot_ids(s, 0, table.num_tokens))
-                assert self.flat_keys()[slots][:, 0, 0].tolist() == self.values[s], f"{s}: KV lost or stale"
+            if not kv.is_resident(s):
+                continue
+            live = [p for p in range(table.num_tokens) if p not in kv.dropped(s)]
+            slots = torch.tensor([kv.slot_ids(s, p, p + 1)[0] for p in live], dtype=torch.long)
+            held = self.flat_keys()[slots][:, 0, 0].tolist()
+            assert held == [self.values[s][p] for p in live], f"{s}: KV lost or stale"
+            if s in self.states:
+                assert kv.cache.keys[1][kv.state_blocks(s)[0]].unique().tolist() == [self.states[s]], "state lost"
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -62,11 +95,11 @@ def test_random_two_tier_operations_keep_integrity_and_contents(policy, host_blo
         if op == "grow":
             model.grow(s, n)
         elif op == "truncate":
-            kv.truncate(s, n)
-            del model.values[s][n:]
+            model.truncate(s, n)
+        elif op == "drop":
+            kv.drop(s, SINKS, n)
         elif op == "free":
-            kv.free(s)
-            model.values[s] = []
+            model.free(s)
         elif op in ("idle", "busy"):
             kv.set_evictable(s, op == "idle")
         elif op in ("foreground", "background"):

@@ -1,4 +1,4 @@
-"""`stages.<kind>.window` in YAML: read for thinker and talker, validated, never combined with a host KV tier."""
+"""`stages.<kind>.window` in YAML: read for thinker and talker, validated, with or without a host KV tier."""
 
 from __future__ import annotations
 
@@ -10,21 +10,15 @@ from stages.config import WindowSpec
 from tests.liveserve.config.config_variant import write_variant
 
 
-def without_host_tier(data: dict, kind: str) -> dict:
-    """`data` with stage `kind`'s KV on the device only (a window takes no host tier)."""
-    data["stages"][kind]["kv"].update(eviction="none", preload=False)
-    return data["stages"][kind]
-
-
 def test_window_is_read_for_thinker_and_talker_and_defaults_to_unbounded(tmp_path):
     def edit(data):
-        without_host_tier(data, "thinker")["window"] = {"tokens": 256, "sinks": 16}
+        data["stages"]["thinker"]["window"] = {"tokens": 256, "sinks": 16}
         data["stages"]["talker"]["window"] = None  # null: unbounded
     pipeline = load_config(write_variant(tmp_path, edit)).pipeline
     assert pipeline.thinker.window == WindowSpec(tokens=256, sinks=16)
     assert pipeline.talker.window is None
     assert load_config(LAB_CONFIG).pipeline.thinker.window is None
-    sinkless = load_config(write_variant(tmp_path, lambda d: without_host_tier(d, "talker").update(window={"tokens": 64})))
+    sinkless = load_config(write_variant(tmp_path, lambda d: d["stages"]["talker"].update(window={"tokens": 64})))
     assert sinkless.pipeline.talker.window == WindowSpec(tokens=64, sinks=0)
 
 
@@ -42,15 +36,15 @@ def test_window_is_read_for_thinker_and_talker_and_defaults_to_unbounded(tmp_pat
 )
 def test_window_mistakes_name_the_field(tmp_path, window, message):
     with pytest.raises(ConfigError, match=message):
-        load_config(write_variant(tmp_path, lambda d: without_host_tier(d, "thinker").update(window=window)))
+        load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"].update(window=window)))
 
 
-def test_window_with_a_host_kv_tier_is_a_config_error(tmp_path):
+def test_a_window_combines_with_a_host_kv_tier(tmp_path):
     def edit(data):
         data["stages"]["thinker"]["window"] = {"tokens": 256}
         data["stages"]["thinker"]["kv"]["eviction"] = "next_use"
-    with pytest.raises(ConfigError, match=r"stages\.thinker: window cannot be combined with kv\.eviction 'next_use'"):
-        load_config(write_variant(tmp_path, edit))
+    thinker = load_config(write_variant(tmp_path, edit)).pipeline.thinker
+    assert thinker.window == WindowSpec(tokens=256) and thinker.kv.eviction == "next_use"
 
 
 @pytest.mark.parametrize("kind", ["encoder", "vocoder"])
