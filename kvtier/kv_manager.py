@@ -45,7 +45,8 @@ class KVCacheManager:
     reserving them. A windowed sequence moves to the host tier and back like any
     other: the tier sees its live blocks only. `reserve_state` gives a new sequence
     state blocks that hold no positions (see BlockTable): they count as its blocks,
-    move between the tiers with it and are freed with it; `state_blocks` are their ids.
+    move between the tiers with it and are freed with it; `state_blocks` are their ids, and
+    `state_written` says they changed.
 
     Tiers (KVTier): `tier` is a host tier, an Offloader (eviction "lru" or "next_use"
     with a HostTierConfig), or the DeviceOnlyTier (eviction "none"): nothing offloaded.
@@ -183,6 +184,13 @@ class KVCacheManager:
     def state_blocks(self, seq: Hashable) -> list[int]:
         """The state blocks of a resident `seq` (empty: none)."""
         return self._seqs[seq].table.state_ids
+
+    def state_written(self, seq: Hashable) -> None:
+        """The state blocks of `seq` were written: their host copies are stale, and with them every later
+        one (host copies are a prefix), so the next write-back copies all its live blocks."""
+        state = self._seqs.get(seq)
+        if state is not None and state.table.num_state:
+            self.tier.invalidate(state, 0)
 
     def skip(self, seq: Hashable, start: int) -> None:
         """`seq` resumes writing at `start`, past its reserved end: the blocks in between never hold KV and

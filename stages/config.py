@@ -27,18 +27,28 @@ class SchedulerConfig:
         require_positive_ints(self, "max_num_seqs", "max_num_batched_tokens")
 
 
+HISTORIES = ("ssm",)
+
+
 @dataclass(frozen=True)
 class WindowSpec:
     """A bounded attention window: a query at position t attends to positions [0, sinks) and
-    [t - tokens, t]; KV between the sinks and the window is freed (positions keep counting)."""
+    [t - tokens, t]; KV between the sinks and the window is freed (positions keep counting).
+
+    `history` "ssm" gives every layer a history branch (stages/models/history.py): a fixed state per
+    request that absorbs each position as it leaves the window and that every query reads; None: none.
+    """
 
     tokens: int
     sinks: int = 0
+    history: str | None = None
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "tokens")
         if isinstance(self.sinks, bool) or not isinstance(self.sinks, int) or self.sinks < 0:
             raise ValueError(f"sinks must be an integer >= 0, got {self.sinks!r}")
+        if self.history is not None and self.history not in HISTORIES:
+            raise ValueError(f"history must be one of {', '.join(HISTORIES)} or null, got {self.history!r}")
 
 
 @dataclass(frozen=True)

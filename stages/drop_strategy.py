@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 
 from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
+from stages.models.history import STATE_SIZE, absorbed_end, state_blocks
 from stages.requests.base import StageRequest
 
 
@@ -19,9 +20,16 @@ class DropStrategy(ABC):
       KV no later query reads, and tells the request (`forget`) the inputs no later
       step reads, recomputation after a preemption included: what it keeps must
       rebuild the KV it holds;
-    - `check_truncate(kv, request_id, num_tokens)`: ValueError if keeping only the
-      first `num_tokens` positions would need KV already freed (nothing is changed).
+    - `check_truncate(kv, request, num_tokens)`: ValueError if keeping only the
+      first `num_tokens` positions would need KV already freed, or would take back
+      what a history state absorbed (nothing is changed);
+    - `state_blocks(kv)`: blocks of state a request keeps beside its KV (a history
+      branch's; 0: none), which come first and stay until it is freed;
+    - `recomputable`: whether a request's KV can be rebuilt from the inputs it
+      keeps; if not (a history state), it is never preempted.
     """
+
+    recomputable = True
 
     @abstractmethod
     def never_fits(self, kv: KVCacheManager, request: StageRequest, end: int) -> str | None: ...
@@ -30,7 +38,10 @@ class DropStrategy(ABC):
     def committed(self, kv: KVCacheManager, request: StageRequest) -> None: ...
 
     @abstractmethod
-    def check_truncate(self, kv: KVCacheManager, request_id: str, num_tokens: int) -> None: ...
+    def check_truncate(self, kv: KVCacheManager, request: StageRequest, num_tokens: int) -> None: ...
+
+    def state_blocks(self, kv: KVCacheManager) -> int:
+        return 0
 
 
 class KeepAll(DropStrategy):
@@ -44,7 +55,7 @@ class KeepAll(DropStrategy):
     def committed(self, kv: KVCacheManager, request: StageRequest) -> None:
         pass
 
-    def check_truncate(self, kv: KVCacheManager, request_id: str, num_tokens: int) -> None:
+    def check_truncate(self, kv: KVCacheManager, request: StageRequest, num_tokens: int) -> None:
         pass
 
 
@@ -62,19 +73,33 @@ class SinksAndWindow(DropStrategy):
     there, and rebuilds the KV it held: the first positions recomputed see less than they did,
     and what that changes reaches, a layer up per W positions, none of the window's KV.
     Recomputation costs at most sinks + L x W + a block, however long the request ran.
+
+    With a history branch (`window.history`) each request also keeps a state in blocks of its
+    own, from its first chunk to its end, which every chunk writes (`committed` says so to the
+    KV manager: their host copies are stale). That state has absorbed positions [S, c - W) by
+    position c: the argument above no longer holds (every position the stream saw reaches it),
+    so the request is not recomputable, and a truncation that would take back absorbed
+    positions is refused.
     """
 
     def __init__(self, window: WindowSpec) -> None:
         self.window = window
+        self.recomputable = window.history is None
+
+    def state_blocks(self, kv: KVCacheManager) -> int:
+        return 0 if self.window.history is None else state_blocks(STATE_SIZE, kv.block_size)
 
     def never_fits(self, kv: KVCacheManager, request: StageRequest, end: int) -> str | None:
         rid, capacity = request.request_id, kv.pool.num_blocks
-        need = kv.num_blocks_held(rid) + kv.num_new_blocks(rid, end, request.num_computed)
+        held = kv.num_blocks_held(rid) + kv.num_offloaded_blocks(rid)
+        need = held + kv.num_new_blocks(rid, end, request.num_computed) + (0 if held else self.state_blocks(kv))
         if need <= capacity:
             return None
         return f"needs {need} blocks of KV for its window and chunk; the pool holds {capacity}"
 
     def committed(self, kv: KVCacheManager, request: StageRequest) -> None:
+        if self.window.history is not None:
+            kv.state_written(request.request_id)
         kv.drop(request.request_id, self.window.sinks, request.num_computed - self.window.tokens)
         size = kv.block_size
         sink_end = blocks_for(self.window.sinks, size) * size
@@ -83,11 +108,16 @@ class SinksAndWindow(DropStrategy):
         if keep_from > sink_end:
             request.forget(sink_end, keep_from)
 
-    def check_truncate(self, kv: KVCacheManager, request_id: str, num_tokens: int) -> None:
-        dropped = kv.dropped(request_id)
+    def check_truncate(self, kv: KVCacheManager, request: StageRequest, num_tokens: int) -> None:
+        request_id, dropped = request.request_id, kv.dropped(request.request_id)
         if dropped and dropped.start < num_tokens < dropped.stop + self.window.tokens:
             raise ValueError(f"cannot keep {num_tokens} positions of {request_id!r}: the window freed the KV of "
                              f"positions {dropped.start}-{dropped.stop - 1}")
+        tokens, sinks = self.window.tokens, self.window.sinks
+        absorbed = absorbed_end(request.num_computed, tokens, sinks)
+        if self.window.history is not None and absorbed_end(num_tokens, tokens, sinks) < absorbed:
+            raise ValueError(f"cannot keep {num_tokens} positions of {request_id!r}: its history state absorbed "
+                             f"positions {sinks}-{absorbed - 1}")
 
 
 def drop_strategy(window: WindowSpec | None) -> DropStrategy:

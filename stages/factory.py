@@ -19,7 +19,7 @@ from stages.models.asr_whisper import WhisperASR
 from stages.models.audio_encoder import AudioEncoder
 from stages.models.decoder_config import DecoderConfig
 from stages.models.gguf_llama import GGUFLlama
-from stages.models.llama import LlamaForCausalLM
+from stages.models.llama import LlamaForCausalLM, add_history, is_history_name
 from stages.models.model_folder import ModelFolder
 from stages.models.model_package import package_files
 from stages.models.packed_linear import pack_linears
@@ -27,7 +27,7 @@ from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.tokenizer import TextTokenizer
 from stages.models.tts_piper import PiperTTS
 from stages.models.vocoder import Vocoder
-from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit
+from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit, tensor_names
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
 from stages.policies import make_policy
@@ -65,7 +65,11 @@ def check_weights(spec: StageSpec) -> None:
         if spec.gguf is not None:
             require_fit(model, GGUFLlama.read(spec.gguf).shapes, spec.gguf)
         else:
-            check_checkpoint(model, spec.checkpoint)
+            check_checkpoint(model, spec.checkpoint, part=lambda name: not is_history_name(name))
+            if spec.window is not None and spec.window.history is not None:
+                add_history(model, spec.seed)
+                if any(map(is_history_name, tensor_names(spec.checkpoint))):
+                    check_checkpoint(model, spec.checkpoint, part=is_history_name)
 
 
 def build_model(spec: StageSpec) -> torch.nn.Module:
@@ -79,7 +83,9 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
     else:
         init_deterministic(model, spec.seed)
     if spec.checkpoint is not None:
-        load_checkpoint(model, spec.checkpoint)
+        load_checkpoint(model, spec.checkpoint, part=lambda name: not is_history_name(name))
+    if spec.window is not None and spec.window.history is not None:
+        add_history(model, spec.seed, spec.checkpoint)
     pack_linears(model)
     return model.eval()
 

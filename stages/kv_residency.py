@@ -174,7 +174,7 @@ class KVResidency(Residency):
 
     def shortfall(self, request: StageRequest, end: int, growth: int, now: float) -> int | None:
         kv = self.kv
-        need = kv.num_new_blocks(request.request_id, end, request.num_computed)
+        need = kv.num_new_blocks(request.request_id, end, request.num_computed) + self._new_state_blocks(request)
         if growth and need + growth > kv.num_free_blocks:
             self._evict(need + growth - kv.num_free_blocks, now)
             if need <= kv.num_free_blocks < need + growth:
@@ -201,8 +201,21 @@ class KVResidency(Residency):
         return retry()
 
     def reserve(self, request: StageRequest, end: int) -> None:
+        state_blocks = self._new_state_blocks(request)
+        if state_blocks:
+            self.kv.reserve_state(request.request_id, state_blocks)
         self.kv.skip(request.request_id, request.num_computed)
         self.kv.reserve(request.request_id, end)
+
+    def _new_state_blocks(self, request: StageRequest) -> int:
+        """The state blocks a request that holds no KV yet takes with its first chunk."""
+        request_id, kv = request.request_id, self.kv
+        if kv.num_blocks_held(request_id) or kv.num_offloaded_blocks(request_id):
+            return 0
+        return self.drop.state_blocks(kv)
+
+    def recomputable(self, request: StageRequest) -> bool:
+        return self.drop.recomputable
 
     def free(self, request_id: str) -> None:
         self.kv.free(request_id)
@@ -210,7 +223,7 @@ class KVResidency(Residency):
         self._predicted.discard(request_id)
 
     def truncate(self, request: StageRequest, num_tokens: int) -> None:
-        self.drop.check_truncate(self.kv, request.request_id, num_tokens)
+        self.drop.check_truncate(self.kv, request, num_tokens)
         request.truncate(num_tokens)
         self.kv.truncate(request.request_id, num_tokens)
 

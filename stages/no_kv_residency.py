@@ -47,6 +47,9 @@ class NoKVResidency(Residency):
     def truncate(self, request: StageRequest, num_tokens: int) -> None:
         request.truncate(num_tokens)
 
+    def recomputable(self, request: StageRequest) -> bool:
+        return True
+
     def blocks_held(self, request_id: str) -> int:
         return 0
 

@@ -23,7 +23,9 @@ class Preemptor:
     sends it back to WAITING, to recompute from position 0, a dormant one once its next
     turn arrives (past the positions it forgot: a windowed request recomputes its sinks
     and its recent past only, see SinksAndWindow): a windowed stream may be a victim
-    like any other, at a cost bounded however long it ran.
+    like any other, at a cost bounded however long it ran, unless it keeps a history state
+    that recomputation would not rebuild (`Residency.recomputable`): that one never is (idle,
+    its KV may still move to a host tier).
     """
 
     def __init__(self, requests: dict[str, StageRequest], residency: Residency, prefill_preempts: bool = True) -> None:
@@ -38,8 +40,8 @@ class Preemptor:
         residents only with `idle_only`); None if all of them would not (then nobody is preempted in vain)."""
         held = self.residency.blocks_held
         planned = {c.request.request_id for c in plan.chunks} | {request.request_id}
-        holders = [r for r in self.requests.values()
-                   if r.status is RequestStatus.RUNNING and r.request_id not in planned and held(r.request_id)]
+        holders = [r for r in self.requests.values() if r.status is RequestStatus.RUNNING
+                   and r.request_id not in planned and held(r.request_id) and self.residency.recomputable(r)]
         candidates = sorted((r for r in holders if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
         if self._may_take_active(request, ordered, idle_only):  # held first, then from the end of the order
             rank = {r.request_id: i for i, r in enumerate(ordered)}

@@ -31,7 +31,8 @@ class Residency(ABC):
     - `committed(request, now)` follows every committed chunk; `free(request_id)`
       gives back all of a request's KV (preempted or removed); `truncate(request, n)`
       keeps the first n positions of a request and of its KV, or raises ValueError
-      and changes nothing.
+      and changes nothing; `recomputable(request)` is False for a request whose KV
+      recomputing would not rebuild (a history state): it is never preempted.
     - Reading: `blocks_held(request_id)`, `resident_tokens(request_ids)` (positions
       with KV on the device), `is_waiting_on_kv` (transfers in flight), `block_counts()`
       (device blocks used, free, peak) and `kv_counters()` (tier, transfer and reload
@@ -74,6 +75,9 @@ class Residency(ABC):
 
     @abstractmethod
     def truncate(self, request: StageRequest, num_tokens: int) -> None: ...
+
+    @abstractmethod
+    def recomputable(self, request: StageRequest) -> bool: ...
 
     @abstractmethod
     def blocks_held(self, request_id: str) -> int: ...

@@ -12,6 +12,7 @@ from stages.kv_residency import PRELOAD_TRIGGERS
 from stages.models.asr_whisper import WhisperConfig
 from stages.models.audio_encoder import AudioEncoderConfig
 from stages.models.decoder_config import DecoderConfig
+from stages.models.history import STATE_SIZE, state_blocks
 from stages.models.qwen3_omni.config import Qwen3OmniConfig
 from stages.models.talker import TalkerConfig
 from stages.models.tts_piper import PiperVoiceConfig
@@ -81,10 +82,12 @@ class StageSpec:
     """Everything needed to start one replica of one stage.
 
     `window` (thinker and talker; None: unbounded) bounds what each request attends to
-    and keeps in KV; the pool must hold one request's sinks, window and largest chunk. `gguf` (thinker only): a Llama GGUF file whose weights (and shape, in
-    `model`) the thinker takes, instead of seeded ones or a `checkpoint`. `threads` is how many intra-op threads the stage's steps
-    compute with (None: the process default): stages computing at once on a few cores
-    each with all of them oversubscribe the cores (for asr and tts, CTranslate2's and
+    and keeps in KV; the pool must hold one request's sinks, window and largest chunk
+    (and its history state, with one: the thinker's only). `gguf` (thinker only): a Llama
+    GGUF file whose weights (and shape, in `model`) the thinker takes, instead of seeded ones
+    or a `checkpoint`. `threads` is how many intra-op threads the stage's steps compute with
+    (None: the process default): stages computing at once on a few cores each with all of
+    them oversubscribe the cores (for asr and tts, CTranslate2's and
     onnxruntime's threads, fixed when the model loads). `trace_path`: where the engine
     writes its step timeline (see StepTrace; None: no trace). An asr or tts stage loads
     its model from its installed package: it takes no checkpoint, KV or window.
@@ -180,8 +183,11 @@ class StageSpec:
     def _check_window(self) -> None:
         if self.kv is None:
             raise ValueError(f"window: stage {self.name!r} ({self.kind}) has no KV to bound")
+        if self.window.history is not None and self.kind != "thinker":
+            raise ValueError(f"window.history: a history branch is built for the thinker, not the {self.kind}")
         size, window, chunk = self.kv.block_size, self.window, self.scheduler.max_num_batched_tokens
         need = blocks_for(window.sinks, size) + blocks_for(window.tokens + chunk, size) + 1
+        need += 0 if window.history is None else state_blocks(STATE_SIZE, size)
         if need > self.kv.num_blocks:
             raise ValueError(f"window: sinks {window.sinks} + tokens {window.tokens} + a chunk of "
                              f"scheduler.max_num_batched_tokens ({chunk}) need {need} KV blocks; "

@@ -11,6 +11,7 @@ from lab.result_json import write_json
 from lab.server_process import ServerStartError
 from liveserve.audio_io import AudioError
 from liveserve.config.document import add_override_argument
+from stages.config import HISTORIES
 
 
 def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,8 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--window", type=int,
                         help="thinker window: tokens kept besides the sinks (default: unbounded)")
     server.add_argument("--sinks", type=int, help="thinker window: sink tokens kept from the start (default 0)")
+    server.add_argument("--history", choices=HISTORIES,
+                        help="thinker window: a history branch for what leaves it (default: none)")
     server.add_argument("--kv-blocks", type=int, help="thinker KV pool size in blocks")
     server.add_argument("--admission", choices=ADMISSION_POLICIES, help="admission policy (default: aimd with --ramp)")
     server.add_argument("--admission-set", action="append", default=[], metavar="NAME=VALUE",
@@ -54,7 +57,7 @@ def add_duplex_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> DuplexOptions:
     return DuplexOptions(
         sessions=args.sessions, duration_s=args.duration_s, frame_ms=args.frame_ms, window=args.window,
-        sinks=args.sinks, ramp=args.ramp, session_s=args.session_s, admission=args.admission,
+        sinks=args.sinks, history=args.history, ramp=args.ramp, session_s=args.session_s, admission=args.admission,
         admission_set=parse_settings("--admission-set", args.admission_set), config=args.config,
         kv_blocks=args.kv_blocks, overrides=tuple(args.overrides), url=args.url, stagger_ms=args.stagger_ms,
         chunk_ms=args.chunk_ms, speech_dir=args.speech_dir, poll_interval_s=args.poll_interval_s, warmup=args.warmup,

@@ -27,7 +27,8 @@ class DuplexOptions:
     `session_s` each admitted ramp session hangs up after that long (None: at the end).
     Server: `url` of a running one, or a fresh one from `config` (the lab's default,
     tiny-omni-cpu, when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
-    tokens plus `sinks` (unbounded when None), `kv_blocks` thinker KV blocks and the
+    tokens plus `sinks` (unbounded when None) with the `history` branch its layers keep (None: none),
+    `kv_blocks` thinker KV blocks and the
     `admission` policy (`aimd` by default with `ramp`, else the config's), with
     `admission_set` (name, value) pairs overriding keys of its `admission` section,
     then `overrides` (`--set`) of any key (see `server_config` for the order). `simulate` names a
@@ -39,6 +40,7 @@ class DuplexOptions:
     frame_ms: int = 80
     window: int | None = None
     sinks: int | None = None
+    history: str | None = None
     ramp: float | None = None
     session_s: float | None = None
     admission: str | None = None
@@ -86,6 +88,8 @@ class DuplexOptions:
                 raise ValueError("--sinks needs --window (sinks are part of a bounded window)")
             if not (isinstance(self.sinks, int) and self.sinks >= 0):
                 raise ValueError(f"--sinks must be an integer >= 0, got {self.sinks}")
+        if self.history is not None and self.window is None:
+            raise ValueError("--history needs --window (the history keeps what leaves a bounded window)")
         if self.admission is not None and self.admission not in ADMISSION_POLICIES:
             raise ValueError(f"--admission must be one of {', '.join(ADMISSION_POLICIES)}, got {self.admission!r}")
         if self.url is None:

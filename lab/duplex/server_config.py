@@ -13,8 +13,9 @@ from liveserve.config.loader import LiveServeConfig
 def server_overrides(options: DuplexOptions, data: object) -> tuple[Override, ...]:
     """The overrides of the config document `data` that a fresh server for `options` serves, in order.
 
-    `duplex.frame_ms`; the thinker's `window` (null, i.e. unbounded, without `--window`; with one,
-    the thinker's KV has no host tier: a stream idle between frames would be written back every frame);
+    `duplex.frame_ms`; the thinker's `window` (null, i.e. unbounded, without `--window`; with one, its
+    `--history`, and the thinker's KV has no host tier: a stream idle between frames would be written back
+    every frame);
     `stages.thinker.kv.num_blocks` (with `--kv-blocks`); `admission.policy` (`--admission`, else
     aimd with a ramp and fixed without) and the `--admission-set` keys; and
     `server.max_sessions` raised so every stream of a fixed run (plus the warm-up
@@ -23,6 +24,8 @@ def server_overrides(options: DuplexOptions, data: object) -> tuple[Override, ..
     overrides, which may change any of these. The result is validated where it is served.
     """
     window = None if options.window is None else {"tokens": options.window, "sinks": options.sinks or 0}
+    if options.history is not None:
+        window["history"] = options.history
     settings: list[tuple[tuple[str, ...], Any]] = [(("duplex", "frame_ms"), options.frame_ms),
                                                    (("stages", "thinker", "window"), window)]
     if window is not None:

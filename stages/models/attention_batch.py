@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from stages.config import WindowSpec
+from stages.models.history import HistoryBatch
 from stages.models.kernels.paged_decode import PagedDecode
 
 DECODE_RUN_POSITIONS = 2048  # padded positions per run (~1 MB of float32 keys at 2 x 64 dims)
@@ -68,6 +69,7 @@ class AttentionBatch:
     prefill_runs: list[PrefillRun]
     prefills: list[PrefillSpan]
     decode_table: DecodeTable | None = None
+    history: HistoryBatch | None = None  # what the layers' history branches read and absorb (None: no branch)
 
 
 def build_attention_batch(

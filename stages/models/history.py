@@ -127,7 +127,8 @@ class SSMHistory(nn.Module):
             for linear in (self.dt_proj, self.b_proj, self.c_proj, self.z_proj, self.out_proj):
                 linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * std)
 
-    def forward(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: HistoryBatch) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                batch: HistoryBatch) -> torch.Tensor:
         """x [rows, hidden] (the layer's normed input); caches [blocks, block_size, kv_heads, dim], this step's
         values written. Updates each sequence's state in the caches; returns [queries, hidden] to add at
         `batch.rows`."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
 from stages.models.attention import paged_attention
 from stages.models.attention_batch import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
+from stages.models.history import HISTORY_SEED_OFFSET, SSMHistory
 from stages.models.kernels.layer_ops import TORCH_OPS, LayerOps
 from stages.models.packed_linear import FusedLinears, PackedLinear
+from stages.models.weights import INIT_STD, load_checkpoint, tensor_names
 
 
 class RMSNorm(nn.Module):
@@ -59,6 +63,7 @@ class Attention(nn.Module):
         self.v_proj = PackedLinear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
         self.o_proj = PackedLinear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
         self.qkv = FusedLinears(self.q_proj, self.k_proj, self.v_proj)
+        self.history: SSMHistory | None = None  # see add_history
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], kv: tuple[torch.Tensor, torch.Tensor], batch: AttentionBatch):
         rows = x.shape[0]
@@ -67,7 +72,10 @@ class Attention(nn.Module):
         k = k.reshape(rows, self.num_kv_heads, self.head_dim)
         v = v.reshape(rows, self.num_kv_heads, self.head_dim)
         q, k = self.ops.rotate(q, *rope), self.ops.rotate(k, *rope)
-        return self.o_proj(paged_attention(q, k, v, kv[0], kv[1], batch).reshape(rows, -1))
+        out = self.o_proj(paged_attention(q, k, v, kv[0], kv[1], batch).reshape(rows, -1))
+        if self.history is not None and batch.history is not None:
+            out.index_add_(0, batch.history.rows, self.history(x, kv[0], kv[1], batch.history))
+        return out
 
 
 class MLP(nn.Module):
@@ -96,6 +104,24 @@ class DecoderLayer(nn.Module):
     def forward(self, x, rope, kv, batch: AttentionBatch) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), rope, kv, batch)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def add_history(model: nn.Module, seed: int, checkpoint: str | Path | None = None) -> None:
+    """Give every attention layer of `model` a history branch (SSMHistory): the checkpoint's tensors
+    (`...self_attn.history.*`) when it has any, all of them; else seeded from `seed` (apart from the model's
+    own weights, which stay as they are)."""
+    generator = torch.Generator().manual_seed(seed + HISTORY_SEED_OFFSET)
+    for module in model.modules():
+        if isinstance(module, Attention):
+            hidden = module.q_proj.weight.shape[1]
+            module.history = SSMHistory(hidden, module.num_kv_heads * module.head_dim)
+            module.history.seed(generator, INIT_STD)
+    if checkpoint is not None and any(map(is_history_name, tensor_names(checkpoint))):
+        load_checkpoint(model, checkpoint, part=is_history_name)
+
+
+def is_history_name(name: str) -> bool:
+    return ".history." in name
 
 
 def use_layer_ops(model: nn.Module, ops: LayerOps) -> None:

@@ -7,6 +7,7 @@ the module and says exactly which tensors are missing, unexpected or misshapen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -37,8 +38,13 @@ def init_deterministic(module: nn.Module, seed: int) -> None:
                 param.copy_(noise * INIT_STD)
 
 
-def load_checkpoint(module: nn.Module, path: str | Path) -> None:
-    """Load a safetensors file into `module`, strictly.
+def everything(name: str) -> bool:
+    return True
+
+
+def load_checkpoint(module: nn.Module, path: str | Path, part: Callable[[str], bool] = everything) -> None:
+    """Load a safetensors file into `module`, strictly, over the tensors whose names are in `part` (on both
+    sides; the rest of the file and of the module are left alone).
 
     Raises FileNotFoundError for a missing file and CheckpointMismatch naming every
     missing, unexpected or misshapen tensor; the module is unchanged on error.
@@ -46,22 +52,30 @@ def load_checkpoint(module: nn.Module, path: str | Path) -> None:
     """
     from safetensors.torch import load_file
 
-    tensors = load_file(str(_existing(path)))
-    require_fit(module, {name: tuple(t.shape) for name, t in tensors.items()}, Path(path))
+    tensors = {name: t for name, t in load_file(str(_existing(path))).items() if part(name)}
+    require_fit(module, {name: tuple(t.shape) for name, t in tensors.items()}, Path(path), part)
     with torch.no_grad():
         for name, param in module.state_dict(keep_vars=True).items():
             if name in tensors:
                 param.copy_(tensors[name])
 
 
-def check_checkpoint(module: nn.Module, path: str | Path) -> None:
+def check_checkpoint(module: nn.Module, path: str | Path, part: Callable[[str], bool] = everything) -> None:
     """Raise what `load_checkpoint` would, reading only the file's header: no tensor is loaded,
     and `module` may live on the meta device."""
     from safetensors import safe_open
 
     with safe_open(str(_existing(path)), framework="pt") as file:
-        shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}
-    require_fit(module, shapes, Path(path))
+        shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys() if part(name)}
+    require_fit(module, shapes, Path(path), part)
+
+
+def tensor_names(path: str | Path) -> list[str]:
+    """The names of the tensors in a safetensors file (its header only)."""
+    from safetensors import safe_open
+
+    with safe_open(str(_existing(path)), framework="pt") as file:
+        return list(file.keys())
 
 
 def _existing(path: str | Path) -> Path:
@@ -70,8 +84,10 @@ def _existing(path: str | Path) -> Path:
     return Path(path)
 
 
-def require_fit(module: nn.Module, found: dict[str, tuple[int, ...]], path: Path) -> None:
-    problems = _mismatches(dict(module.state_dict(keep_vars=True)), found)
+def require_fit(module: nn.Module, found: dict[str, tuple[int, ...]], path: Path,
+                part: Callable[[str], bool] = everything) -> None:
+    expected = {name: t for name, t in module.state_dict(keep_vars=True).items() if part(name)}
+    problems = _mismatches(expected, found)
     if problems:
         raise CheckpointMismatch(f"{path.name} does not fit {type(module).__name__}: " + "; ".join(problems))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
 from stages.grammar import ConstraintCompiler, masked_logits
 from stages.models.attention_batch import build_attention_batch
+from stages.models.history import STATE_SIZE, HistoryBatch, HistoryChunk, absorbed_end, build_history_batch
 from stages.models.kernels import layer_ops, paged_decode
 from stages.models.llama import use_layer_ops
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
@@ -23,7 +25,8 @@ class DecoderRunner(ModelRunner):
     """Flattens the plan's chunks (single-token chunks first, batched as decodes, shortest
     context first so that decode attention pads least), runs the decoder once, and
     samples at the last row of every chunk whose request wants a sample there.
-    With a `window`, attention sees each sequence's live blocks only (see attention). On the CPU in
+    With a `window`, attention sees each sequence's live blocks only (see attention), and with its
+    history branch each layer reads and updates each sequence's state (see models/history). On the CPU in
     float32 the model computes with the C kernels (models/kernels) where they build.
     Subclasses say how inputs embed and what a result is.
     """
@@ -99,8 +102,22 @@ class DecoderRunner(ModelRunner):
                 decodes.append((blocks[0], chunk.end, *blocks[1:]))
             else:
                 prefills.append((blocks[0], chunk.num_tokens, chunk.end, *blocks[1:]))
-        return build_attention_batch(size, decodes, prefills, slots, self.group, window=self.window,
-                                     decode_kernel=self.decode_kernel)
+        batch = build_attention_batch(size, decodes, prefills, slots, self.group, window=self.window,
+                                      decode_kernel=self.decode_kernel)
+        if self.window is None or self.window.history is None:
+            return batch
+        return replace(batch, history=self._history(chunks))
+
+    def _history(self, chunks: list[ScheduledChunk]) -> HistoryBatch:
+        """What each chunk's history branch absorbs (the positions that leave its window) and reads."""
+        tokens, sinks, row, history = self.window.tokens, self.window.sinks, 0, []
+        for chunk in chunks:
+            seq = chunk.request.request_id
+            first, last = absorbed_end(chunk.start, tokens, sinks), absorbed_end(chunk.end, tokens, sinks)
+            absorbed = self.kv.slot_ids(seq, first, last)
+            history.append(HistoryChunk(row, chunk.start, chunk.end, absorbed, self.kv.state_blocks(seq)))
+            row += chunk.num_tokens
+        return build_history_batch(history, tokens, sinks, STATE_SIZE, self.kv.block_size)
 
 
 class ThinkerRunner(DecoderRunner):

@@ -4,7 +4,6 @@ tier needs no checks for one."""
 import math
 from collections import Counter
 
-
 from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig
 from kvtier.device_only_tier import DeviceOnlyTier
 from kvtier.offloader import Offloader

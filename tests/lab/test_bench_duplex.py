@@ -226,6 +226,7 @@ def test_a_server_answering_more_frames_than_were_sent_is_warned_of():
     ({"sessions": 1, "duration_s": 0.0}, "--duration-s must be a finite number > 0"),
     ({"ramp": -1.0}, "--ramp must be a finite number > 0"),
     ({"sessions": 1, "sinks": 4}, "--sinks needs --window"),
+    ({"sessions": 1, "history": "ssm"}, "--history needs --window"),
     ({"sessions": 1, "session_s": 10.0}, "--session-s needs --ramp"),
     ({"ramp": 1.0, "session_s": 0.0}, "--session-s must be a finite number > 0"),
     ({"sessions": 1, "window": 0}, "--window must be an integer >= 1"),
@@ -294,6 +295,9 @@ def test_the_server_config_carries_the_runs_overrides():
     ramp = served(DuplexOptions(ramp=0.5, duration_s=60.0))
     assert ramp.admission.policy == "aimd" and ramp.server.max_sessions == 31
     assert ramp.pipeline.thinker.window is None  # unbounded
+    history = DuplexOptions(sessions=4, window=128, history="ssm")
+    assert "stages.thinker.window={history: ssm, sinks: 0, tokens: 128}" in map(str, fresh_server_overrides(history))
+    assert served(history).pipeline.thinker.window == WindowSpec(tokens=128, history="ssm")
 
 
 def test_set_overrides_apply_last_and_a_bad_key_is_named_before_anything_runs():

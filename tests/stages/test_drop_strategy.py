@@ -22,7 +22,7 @@ def test_keep_all_needs_everything_known_to_fit_and_frees_nothing():
     kv.reserve("fits", 16)
     fits.num_computed = 16
     keep.committed(kv, fits)
-    keep.check_truncate(kv, "fits", 1)
+    keep.check_truncate(kv, fits, 1)
     assert kv.num_blocks_held("fits") == 4 and kv.dropped("fits") == range(0)
 
 
@@ -73,7 +73,29 @@ def test_sinks_and_window_refuses_a_truncation_into_freed_kv(keep, refused):
     window.committed(kv, request)  # positions 4-23 freed
     if refused:  # inside the freed KV, or a window that would reach into it
         with pytest.raises(ValueError, match="the window freed the KV of positions 4-23"):
-            window.check_truncate(kv, "r", keep)
+            window.check_truncate(kv, request, keep)
     else:
-        window.check_truncate(kv, "r", keep)
+        window.check_truncate(kv, request, keep)
     assert kv.dropped("r") == range(4, 24) and kv.table("r").num_tokens == 30  # a check changes nothing
+
+
+def test_a_history_state_takes_blocks_with_the_first_chunk_and_is_not_recomputable():
+    kv, plain, history = make_kv(4), SinksAndWindow(WindowSpec(tokens=4)), SinksAndWindow(WindowSpec(4, 0, "ssm"))
+    request = thinker("r", 0.0, list(range(40)), max_tokens=None)
+    assert plain.recomputable and plain.state_blocks(kv) == 0
+    assert not history.recomputable and history.state_blocks(kv) == 2  # 16 state rows, 2 x 4 rows a block
+    refused = history.never_fits(make_kv(2), request, end=1)
+    assert refused == "needs 3 blocks of KV for its window and chunk; the pool holds 2"
+    assert history.never_fits(make_kv(3), request, end=1) is None
+
+
+@pytest.mark.parametrize("keep, refused", [(29, True), (16, True), (30, False), (31, False)])
+def test_a_history_state_refuses_a_truncation_that_would_take_back_what_it_absorbed(keep, refused):
+    kv, window = make_kv(16), SinksAndWindow(WindowSpec(tokens=6, sinks=2, history="ssm"))
+    request = thinker("r", 0.0, list(range(32)), max_tokens=None)
+    request.num_computed = 30  # absorbed positions 2-23
+    if refused:
+        with pytest.raises(ValueError, match="its history state absorbed positions 2-23"):
+            window.check_truncate(kv, request, keep)
+    else:
+        window.check_truncate(kv, request, keep)

@@ -6,7 +6,7 @@ import math
 import torch
 from test_scheduler_window import WindowFakeRunner
 
-from kvtier import KVCacheManager, KVPoolConfig
+from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
 from stages.kv_residency import KVResidency
 from stages.models.decoder_config import DecoderConfig
@@ -24,9 +24,12 @@ HORIZON = WINDOW.tokens * LAYERS  # inputs a recomputation reads besides the sin
 FRAME_TOKENS, ANSWER_TOKENS = 3, 2
 
 
-def make_kv(num_blocks: int) -> KVCacheManager:
-    return KVCacheManager(KVPoolConfig(num_blocks=num_blocks, num_layers=LAYERS, num_kv_heads=2, head_dim=16,
-                                       block_size=BLOCK))
+def make_kv(num_blocks: int, host_blocks: int | None = None, clock: FakeClock | None = None) -> KVCacheManager:
+    """A pool of `num_blocks`, with an LRU host tier of `host_blocks` behind it (copies run when asked)."""
+    config = KVPoolConfig(num_blocks=num_blocks, num_layers=LAYERS, num_kv_heads=2, head_dim=16, block_size=BLOCK)
+    if host_blocks is None:
+        return KVCacheManager(config)
+    return KVCacheManager(config, HostTierConfig(host_blocks), "lru", clock, transfer_mode="inline")
 
 
 def stream_request() -> DuplexRequest:
@@ -43,11 +46,12 @@ class StreamRun:
     """One windowed stream on a fake clock, fed a frame whenever it has answered the last; optionally a
     neighbour arrives while the stream is idle and takes the pool, preempting it."""
 
-    def __init__(self, num_blocks: int, runner_for) -> None:
-        self.kv = make_kv(num_blocks)
+    def __init__(self, num_blocks: int, runner_for, window: WindowSpec = WINDOW, host_blocks: int | None = None,
+                 max_num_batched_tokens: int = 8) -> None:
         self.clock = FakeClock()
-        self.scheduler = Scheduler(SchedulerConfig(max_num_batched_tokens=8), self.kv, self.clock,
-                                   residency=KVResidency(self.kv, window=WINDOW))
+        self.kv = make_kv(num_blocks, host_blocks, self.clock)
+        self.scheduler = Scheduler(SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens), self.kv,
+                                   self.clock, residency=KVResidency(self.kv, window=window))
         self.runner = runner_for(self.kv)
         self.stream = stream_request()
         self.scheduler.add(self.stream)
@@ -55,6 +59,8 @@ class StreamRun:
 
     def step(self) -> None:
         self.clock.t += 0.01
+        if self.kv.tier.worker is not None:
+            self.kv.tier.worker.run_all()
         plan = self.scheduler.schedule()
         self.scheduler.check_integrity()
         self.planned += [(c.start, c.end) for c in plan.chunks if c.request is self.stream]

@@ -32,6 +32,7 @@ def test_window_is_read_for_thinker_and_talker_and_defaults_to_unbounded(tmp_pat
         ({"tokens": "many"}, r"stages\.thinker\.window\.tokens: expected int"),
         ({"tokens": 40000}, r"stages\.thinker: window: sinks 0 \+ tokens 40000 \+ a chunk .* need 2533 KV blocks; "
                             r"kv\.num_blocks is 2048"),
+        ({"tokens": 8, "history": "lstm"}, r"stages\.thinker\.window: history must be one of ssm or null, got 'lstm'"),
     ],
 )
 def test_window_mistakes_name_the_field(tmp_path, window, message):
@@ -51,3 +52,13 @@ def test_a_window_combines_with_a_host_kv_tier(tmp_path):
 def test_window_is_unknown_for_stages_without_kv(tmp_path, kind):
     with pytest.raises(ConfigError, match=rf"stages\.{kind}\.window: unknown field"):
         load_config(write_variant(tmp_path, lambda d: d["stages"][kind].update(window={"tokens": 8})))
+
+
+def test_a_history_branch_is_read_and_is_the_thinkers_only(tmp_path):
+    thinker = load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"].update(
+        window={"tokens": 256, "sinks": 4, "history": "ssm"}))).pipeline.thinker
+    assert thinker.window == WindowSpec(tokens=256, sinks=4, history="ssm")
+    with pytest.raises(ConfigError, match=r"stages\.talker: window\.history: a history branch is built for the "
+                                          r"thinker, not the talker$"):
+        load_config(write_variant(tmp_path, lambda d: d["stages"]["talker"].update(
+            window={"tokens": 64, "history": "ssm"})))
