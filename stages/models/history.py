@@ -10,9 +10,11 @@ and adds what the query reads from it to the attention output:
     read at query t (its normed hidden x):             out_t += out_proj((C h) * silu(z)),
         C = c_proj(x), z = z_proj(x)
 
-The step's value rows are in the cache when the branch runs (attention wrote them), and every position a
-chunk absorbs is still there (it is in the window of the chunk's first query). Untrained (seeded)
-parameters make this mechanics only: the branch changes the outputs without teaching the model anything.
+This is Mamba-1's selective scan and gated read without its short convolution and skip term (the input
+is a row leaving the window, not the query's own). The step's value rows are in the cache when the branch
+runs (attention wrote them), and every position a chunk absorbs is still there (it is in the window of the
+chunk's first query). Untrained (seeded) parameters make this mechanics only: the branch changes the
+outputs without teaching the model anything.
 """
 
 from __future__ import annotations
