@@ -72,10 +72,12 @@ class Attention(nn.Module):
         k = k.reshape(rows, self.num_kv_heads, self.head_dim)
         v = v.reshape(rows, self.num_kv_heads, self.head_dim)
         q, k = self.ops.rotate(q, *rope), self.ops.rotate(k, *rope)
-        out = self.o_proj(paged_attention(q, k, v, kv[0], kv[1], batch).reshape(rows, -1))
+        attended = paged_attention(q, k, v, kv[0], kv[1], batch)
         if self.history is not None and batch.history is not None:
-            out.index_add_(0, batch.history.rows, self.history(x, kv[0], kv[1], batch.history))
-        return out
+            read = self.history(x, kv[0], kv[1], batch.history).view(-1, self.num_kv_heads, 1, self.head_dim)
+            grouped = attended.view(rows, self.num_kv_heads, -1, self.head_dim)
+            grouped.index_add_(0, batch.history.rows, read.expand(-1, -1, grouped.shape[2], -1))
+        return self.o_proj(attended.reshape(rows, -1))
 
 
 class MLP(nn.Module):

@@ -12,8 +12,15 @@ from kvtier import KVCacheManager, blocks_for
 from stages.config import WindowSpec
 from stages.grammar import ConstraintCompiler, masked_logits
 from stages.models.attention_batch import build_attention_batch
-from stages.models.history import STATE_SIZE, HistoryBatch, HistoryChunk, absorbed_end, build_history_batch
-from stages.models.kernels import layer_ops, paged_decode
+from stages.models.history import (
+    STATE_SIZE,
+    HistoryBatch,
+    HistoryChunk,
+    absorbed_end,
+    build_history_batch,
+    use_scan_kernel,
+)
+from stages.models.kernels import history_scan, layer_ops, paged_decode
 from stages.models.llama import use_layer_ops
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import TalkerRequest, ThinkerRequest
@@ -42,6 +49,8 @@ class DecoderRunner(ModelRunner):
         self.decode_kernel = paged_decode.load() if on_cpu_float32 else None
         if on_cpu_float32:
             use_layer_ops(model, layer_ops.load())
+            if window is not None and window.history is not None:
+                use_scan_kernel(model, history_scan.load())
 
     @abstractmethod
     def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:

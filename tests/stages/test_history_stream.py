@@ -31,9 +31,7 @@ def model() -> LlamaForCausalLM:
     with torch.no_grad():  # attention and the history outweigh the residual stream: both show downstream
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.mul_(8)
-            history = layer.self_attn.history
-            for linear in (history.c_proj, history.z_proj, history.out_proj):
-                linear.weight.mul_(20)
+            layer.self_attn.history.c_proj.weight.mul_(20)
     return model
 
 

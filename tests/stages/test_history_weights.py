@@ -28,9 +28,8 @@ def test_seeded_history_leaves_the_models_weights_as_they_were_and_is_reproducib
     plain, with_history = tensors(seeded(history=False)), tensors(seeded())
     history = {name: t for name, t in with_history.items() if is_history_name(name)}
     assert {name.split(".history.")[1] for name in history} == {
-        "a_log", "dt_proj.weight", "dt_proj.bias", "b_proj.weight", "c_proj.weight", "z_proj.weight",
-        "out_proj.weight"}
-    assert len(history) == 7 * CONFIG.num_layers
+        "a_log", "x_proj.weight", "dt_proj.weight", "dt_proj.bias", "c_proj.weight"}
+    assert len(history) == 5 * CONFIG.num_layers
     assert all(torch.equal(plain[name], t) for name, t in with_history.items() if name in plain)
     assert all(torch.equal(t, tensors(seeded())[name]) for name, t in history.items())
     assert not torch.equal(history["model.layers.0.self_attn.history.c_proj.weight"],
