@@ -50,7 +50,8 @@ def test_a_flood_of_big_messages_is_paced_and_another_session_is_answered_meanwh
         asyncio.run(scenario())
     finally:
         server.stop()
-    # 32 MiB of burst: the first four are read at once; 40 MiB read, the fifth waits for 8 MiB at 8 MiB/s
+    # 32 MiB of burst: the first four are read at once; 40 MiB read, the fifth waits for 8 MiB at 8 MiB/s. Its
+    # wait is measured from the first answer: a busy machine delays the fourth's, not the pacing's start.
     assert answered[3] - answered[0] < 0.8
-    assert answered[4] - answered[3] > 0.7
+    assert answered[4] - answered[0] > 0.7
     assert len(delays) >= 5 and sorted(delays)[int(0.9 * len(delays))] < 0.25, delays
