@@ -171,15 +171,20 @@ class KVCacheManager:
             self.tier.touch(state)
 
     def reserve_state(self, seq: Hashable, num_blocks: int) -> None:
-        """Start a new sequence with `num_blocks` state blocks (zeroed, see BlockTable); ValueError if
-        `seq` is known, RuntimeError (nothing changed) if the pool has not that many free."""
-        if seq in self._seqs:
+        """Give `seq`, which holds nothing yet, `num_blocks` state blocks (zeroed, see BlockTable); ValueError
+        if it holds blocks or positions, RuntimeError (nothing changed) if the pool has not that many free."""
+        state = self._seqs.get(seq)
+        if state is not None and (state.table.block_ids or state.table.num_tokens or state.num_offloaded):
             raise ValueError(f"sequence {seq!r} already has blocks: state blocks come first")
         block_ids = self.pool.allocate(num_blocks)
         for keys, values in zip(self.cache.keys, self.cache.values):
             keys[block_ids] = 0
             values[block_ids] = 0
-        self._add(seq, BlockTable(block_ids, num_state=num_blocks))
+        if state is None:
+            self._add(seq, BlockTable(block_ids, num_state=num_blocks))
+            return
+        state.table.block_ids, state.table.num_state = block_ids, num_blocks
+        self.tier.refresh(state)
 
     def state_blocks(self, seq: Hashable) -> list[int]:
         """The state blocks of a resident `seq` (empty: none)."""

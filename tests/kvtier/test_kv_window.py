@@ -178,6 +178,10 @@ def test_state_blocks_come_first_hold_no_positions_and_go_with_the_sequence():
     kv.check_integrity()
     with pytest.raises(ValueError, match="already has blocks"):
         kv.reserve_state("a", 1)
+    kv.reserve("b", 0)  # known, holding nothing: it may still start with its state
+    kv.reserve_state("b", 1)
+    assert kv.num_blocks_held("b") == 1 and kv.table("b").num_state == 1
+    kv.free("b")
     kv.free("a")
     assert kv.num_free_blocks == kv.pool.num_blocks
     kv.check_integrity()
