@@ -27,7 +27,7 @@ from stages.models.talker import TalkerConfig, TalkerModel
 from stages.models.tokenizer import TextTokenizer
 from stages.models.tts_piper import PiperTTS
 from stages.models.vocoder import Vocoder
-from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit, tensor_names
+from stages.models.weights import check_checkpoint, init_deterministic, load_checkpoint, require_fit, tensor_shapes
 from stages.no_kv_residency import NoKVResidency
 from stages.plan import StageOutput
 from stages.policies import make_policy
@@ -68,7 +68,7 @@ def check_weights(spec: StageSpec) -> None:
             check_checkpoint(model, spec.checkpoint, part=lambda name: not is_history_name(name))
             if spec.window is not None and spec.window.history is not None:
                 add_history(model, spec.seed)
-                if any(map(is_history_name, tensor_names(spec.checkpoint))):
+                if tensor_shapes(spec.checkpoint, is_history_name):
                     check_checkpoint(model, spec.checkpoint, part=is_history_name)
 
 

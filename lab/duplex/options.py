@@ -28,9 +28,8 @@ class DuplexOptions:
     Server: `url` of a running one, or a fresh one from `config` (the lab's default,
     tiny-omni-cpu, when None) serving duplex frames of `frame_ms`, a thinker `window` of `window`
     tokens plus `sinks` (unbounded when None) with the `history` branch its layers keep (None: none),
-    `kv_blocks` thinker KV blocks and the
-    `admission` policy (`aimd` by default with `ramp`, else the config's), with
-    `admission_set` (name, value) pairs overriding keys of its `admission` section,
+    `kv_blocks` thinker KV blocks and the `admission` policy (`aimd` by default with `ramp`, else the
+    config's), with `admission_set` (name, value) pairs overriding keys of its `admission` section,
     then `overrides` (`--set`) of any key (see `server_config` for the order). `simulate` names a
     simulation spec (lab.sim): that server is simulated in virtual time instead of served.
     """

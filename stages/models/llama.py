@@ -13,7 +13,7 @@ from stages.models.decoder_config import DecoderConfig
 from stages.models.history import HISTORY_SEED_OFFSET, SSMHistory
 from stages.models.kernels.layer_ops import TORCH_OPS, LayerOps
 from stages.models.packed_linear import FusedLinears, PackedLinear
-from stages.models.weights import INIT_STD, load_checkpoint, tensor_names
+from stages.models.weights import INIT_STD, load_checkpoint, tensor_shapes
 
 
 class RMSNorm(nn.Module):
@@ -118,7 +118,7 @@ def add_history(model: nn.Module, seed: int, checkpoint: str | Path | None = Non
             hidden = module.q_proj.weight.shape[1]
             module.history = SSMHistory(hidden, module.num_kv_heads * module.head_dim)
             module.history.seed(generator, INIT_STD)
-    if checkpoint is not None and any(map(is_history_name, tensor_names(checkpoint))):
+    if checkpoint is not None and tensor_shapes(checkpoint, is_history_name):
         load_checkpoint(model, checkpoint, part=is_history_name)
 
 

@@ -38,44 +38,40 @@ def init_deterministic(module: nn.Module, seed: int) -> None:
                 param.copy_(noise * INIT_STD)
 
 
-def everything(name: str) -> bool:
+def _everything(name: str) -> bool:
     return True
 
 
-def load_checkpoint(module: nn.Module, path: str | Path, part: Callable[[str], bool] = everything) -> None:
+def load_checkpoint(module: nn.Module, path: str | Path, part: Callable[[str], bool] = _everything) -> None:
     """Load a safetensors file into `module`, strictly, over the tensors whose names are in `part` (on both
-    sides; the rest of the file and of the module are left alone).
+    sides; the rest of the file and of the module are left alone, and only the part is read).
 
     Raises FileNotFoundError for a missing file and CheckpointMismatch naming every
     missing, unexpected or misshapen tensor; the module is unchanged on error.
     Tied weights (one tensor under two names) need only one of their names.
     """
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
-    tensors = {name: t for name, t in load_file(str(_existing(path))).items() if part(name)}
-    require_fit(module, {name: tuple(t.shape) for name, t in tensors.items()}, Path(path), part)
-    with torch.no_grad():
+    require_fit(module, tensor_shapes(path, part), Path(path), part)
+    with safe_open(str(path), framework="pt") as file, torch.no_grad():
+        names = set(file.keys())
         for name, param in module.state_dict(keep_vars=True).items():
-            if name in tensors:
-                param.copy_(tensors[name])
+            if name in names and part(name):
+                param.copy_(file.get_tensor(name))
 
 
-def check_checkpoint(module: nn.Module, path: str | Path, part: Callable[[str], bool] = everything) -> None:
+def check_checkpoint(module: nn.Module, path: str | Path, part: Callable[[str], bool] = _everything) -> None:
     """Raise what `load_checkpoint` would, reading only the file's header: no tensor is loaded,
     and `module` may live on the meta device."""
+    require_fit(module, tensor_shapes(path, part), Path(path), part)
+
+
+def tensor_shapes(path: str | Path, part: Callable[[str], bool] = _everything) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor in a safetensors file whose name is in `part` (its header only)."""
     from safetensors import safe_open
 
     with safe_open(str(_existing(path)), framework="pt") as file:
-        shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys() if part(name)}
-    require_fit(module, shapes, Path(path), part)
-
-
-def tensor_names(path: str | Path) -> list[str]:
-    """The names of the tensors in a safetensors file (its header only)."""
-    from safetensors import safe_open
-
-    with safe_open(str(_existing(path)), framework="pt") as file:
-        return list(file.keys())
+        return {name: tuple(file.get_slice(name).get_shape()) for name in file.keys() if part(name)}
 
 
 def _existing(path: str | Path) -> Path:
@@ -85,7 +81,7 @@ def _existing(path: str | Path) -> Path:
 
 
 def require_fit(module: nn.Module, found: dict[str, tuple[int, ...]], path: Path,
-                part: Callable[[str], bool] = everything) -> None:
+                part: Callable[[str], bool] = _everything) -> None:
     expected = {name: t for name, t in module.state_dict(keep_vars=True).items() if part(name)}
     problems = _mismatches(expected, found)
     if problems:

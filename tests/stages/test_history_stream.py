@@ -3,18 +3,16 @@ reaches the output; chunked equals whole; KV and state moved to the host and bac
 that needs the pool moves the stream to the host (never to a recomputation, which would lose its history);
 memory stays flat however long the stream runs."""
 
-import math
 
 import pytest
 import torch
 from test_scheduler_window import WindowFakeRunner
-from test_window_recompute import BLOCK, HIDDEN, LAYERS, WINDOW, StreamRun
+from test_window_recompute import BLOCK, HIDDEN, LAYERS, WINDOW, StreamRun, neighbour_request
 
-from stages.config import SamplingParams, WindowSpec
+from stages.config import WindowSpec
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM, add_history
 from stages.models.weights import init_deterministic
-from stages.requests import ThinkerRequest, TurnInput
 from stages.runners.decoder import ThinkerRunner
 
 HISTORY = WindowSpec(tokens=WINDOW.tokens, sinks=WINDOW.sinks, history="ssm")
@@ -88,18 +86,12 @@ def test_a_neighbour_moves_the_stream_to_the_host_instead_of_preempting_it(model
 def test_without_a_host_tier_a_neighbour_waits_rather_than_preempt_the_stream(model):
     cramped = run(model, num_blocks=9, frames=10)
     held = cramped.kv.num_blocks_held("s")
-    cramped.scheduler.add(neighbour_request(cramped.clock.t))
+    cramped.scheduler.add(neighbour_request(cramped.clock.t, prompt_len=40))
     for _ in range(20):
         cramped.step()
     assert cramped.scheduler.num_preemptions == 0 and cramped.kv.num_blocks_held("s") == held
     neighbour = cramped.scheduler.requests["n"]
     assert neighbour.num_computed < 40 and cramped.kv.num_free_blocks < STATE_BLOCKS + 3  # stuck for room
-
-
-def neighbour_request(now: float) -> ThinkerRequest:
-    other = ThinkerRequest("n", now, frozenset(), max_position=math.inf)
-    other.append(TurnInput([9] * 40, sampling=SamplingParams(temperature=0.0, max_tokens=1)), close=True)
-    return other
 
 
 def test_memory_stays_flat_however_long_the_stream_runs(model):

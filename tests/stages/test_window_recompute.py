@@ -82,11 +82,16 @@ class StreamRun:
 
     def neighbour(self, prompt_len: int) -> None:
         """A request that needs the pool the stream holds arrives, runs to its end and leaves."""
-        other = ThinkerRequest("n", self.clock.t, frozenset(), max_position=math.inf)
-        other.append(TurnInput([9] * prompt_len, sampling=SamplingParams(temperature=0.0, max_tokens=1)), close=True)
-        self.scheduler.add(other)
+        self.scheduler.add(neighbour_request(self.clock.t, prompt_len))
         while "n" in self.scheduler.requests:
             self.step()
+
+
+def neighbour_request(now: float, prompt_len: int) -> ThinkerRequest:
+    """Request "n": a prompt of `prompt_len` tokens answered with one."""
+    other = ThinkerRequest("n", now, frozenset(), max_position=math.inf)
+    other.append(TurnInput([9] * prompt_len, sampling=SamplingParams(temperature=0.0, max_tokens=1)), close=True)
+    return other
 
 
 def kept_positions(request: DuplexRequest) -> int:

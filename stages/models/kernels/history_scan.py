@@ -9,13 +9,13 @@ a compiler, `load` returns None and the branch scans in torch.
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 import torch
 
 from stages.models.kernels.build import load_library
-from stages.models.kernels.paged_decode import SOURCE as PAGED_DECODE
 
-SOURCE = PAGED_DECODE.with_name("history_scan.c")
+SOURCE = Path(__file__).with_name("history_scan.c")
 
 
 class HistoryScan:
