@@ -8,7 +8,8 @@ attend in runs the same way, with a causal mask per row; a longer chunk attends 
 its own with a causal mask offset by the context already cached.
 
 Decoding is bound by memory traffic. Decodes without a window, given a kernel that
-reads paged KV in place (kernels/paged_decode), attend through it, all at once.
+reads paged KV in place (kernels/paged_decode on the CPU, kernels/triton_paged on CUDA),
+attend through it, all at once; so do prefill chunks given the Triton prefill kernel.
 Otherwise runs are cut so that a run's gathered keys stay small enough to be read
 back from the CPU cache, and a long context gets a run of its own instead of padding
 every shorter one to its length. Decode rows sorted by context length pad least.
@@ -45,6 +46,9 @@ def paged_attention(
         v_cache.view(-1, num_kv_heads, head_dim)[batch.slot_mapping] = v
         if n:
             out[:n] = _attend_decodes(q[:n], k_cache, v_cache, batch.decode_runs)
+    if (chunks := batch.prefill_table) is not None:
+        chunks.kernel(q, k_cache, v_cache, chunks.block_table, chunks.row_starts, chunks.num_tokens,
+                      chunks.context_lens, chunks.max_num_tokens, out=out)
     for run in batch.prefill_runs:
         rows = slice(run.row_start, run.row_start + run.num_seqs * run.num_tokens)
         out[rows] = _attend_prefill_run(q[rows], k_cache, v_cache, run)

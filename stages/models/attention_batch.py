@@ -4,16 +4,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from stages.config import WindowSpec
 from stages.models.history import HistoryBatch
-from stages.models.kernels.paged_decode import PagedDecode
+
+if TYPE_CHECKING:
+    from stages.models.kernels.triton_paged import TritonPagedPrefill
 
 DECODE_RUN_POSITIONS = 2048  # padded positions per run (~1 MB of float32 keys at 2 x 64 dims)
 PREFILL_RUN_TOKENS = 32  # chunks up to this long attend in runs; longer ones on their own
+
+
+class DecodeKernel(Protocol):
+    """Reads decode rows' paged KV in place: kernels/paged_decode (C, float32 on the CPU) or kernels/triton_paged
+    (CUDA). Contract: `PagedDecode`'s, in the dtypes each takes."""
+
+    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                 lengths: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def write(self, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+              slots: torch.Tensor) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -30,7 +44,7 @@ class DecodeRun:
 class DecodeTable:
     """Every decode row's blocks and context length, for `kernel` to read its KV in place."""
 
-    kernel: PagedDecode
+    kernel: DecodeKernel
     block_table: torch.Tensor  # [num_decodes, max_blocks] int64, each row's blocks padded with its first block
     lengths: torch.Tensor  # [num_decodes] int64
 
@@ -60,6 +74,19 @@ class PrefillSpan:
 
 
 @dataclass(frozen=True)
+class PrefillTable:
+    """Every prefill chunk's rows, blocks and context, for `kernel` to attend all at once, reading KV in place:
+    chunk i's rows start at row_starts[i], its num_tokens[i] queries end at position context_lens[i]."""
+
+    kernel: TritonPagedPrefill
+    block_table: torch.Tensor  # [num_chunks, max_blocks] int64, each row's blocks padded with its first block
+    row_starts: torch.Tensor  # [num_chunks] int64
+    num_tokens: torch.Tensor  # [num_chunks] int64
+    context_lens: torch.Tensor  # [num_chunks] int64
+    max_num_tokens: int  # the largest num_tokens, known without reading it back from a device
+
+
+@dataclass(frozen=True)
 class AttentionBatch:
     """Where this step's K/V go and what each query attends to."""
 
@@ -69,13 +96,31 @@ class AttentionBatch:
     prefill_runs: list[PrefillRun]
     prefills: list[PrefillSpan]
     decode_table: DecodeTable | None = None
+    prefill_table: PrefillTable | None = None  # every chunk, when given: `prefill_runs` and `prefills` are empty
     history: HistoryBatch | None = None  # what the layers' history branches read and absorb (None: no branch)
+
+    def to(self, device: torch.device | str) -> AttentionBatch:
+        """A copy with every tensor, its runs' and tables' too, on `device` (non-blocking); `history` as it is
+        (its caller moves it)."""
+        return replace(self, **{f.name: _moved(getattr(self, f.name), device) for f in fields(self)
+                                if f.name != "history"})
+
+
+def _moved(value, device: torch.device | str):
+    """`value` with its tensors on `device`: a tensor, or a list or dataclass of them (other fields as they are)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=True)
+    if isinstance(value, list):
+        return [_moved(item, device) for item in value]
+    if is_dataclass(value):
+        return replace(value, **{f.name: _moved(getattr(value, f.name), device) for f in fields(value)})
+    return value
 
 
 def build_attention_batch(
     block_size: int, decodes: list[tuple], prefills: list[tuple], slots: list[int], group: int,
     run_positions: int = DECODE_RUN_POSITIONS, window: WindowSpec | None = None,
-    decode_kernel: PagedDecode | None = None,
+    decode_kernel: DecodeKernel | None = None, prefill_kernel: TritonPagedPrefill | None = None,
 ) -> AttentionBatch:
     """decodes: (block ids, context length); prefills: (block ids, chunk length, context length).
 
@@ -84,26 +129,45 @@ def build_attention_batch(
     here, not in every layer. Consecutive decodes share a run while the run pads to at
     most `run_positions` positions (a decode longer than that runs alone), and so do
     consecutive prefill chunks of one length up to PREFILL_RUN_TOKENS. Given a `decode_kernel`
-    and no window, decodes are not cut into runs: the kernel reads their blocks in place.
+    and no window, decodes are not cut into runs: the kernel reads their blocks in place; so are
+    prefill chunks given a `prefill_kernel` and no window.
     """
-    runs, spans, row = [], [], len(decodes)
+    decode_table = prefill_table = None
+    if window is None and decode_kernel is not None and decodes:
+        decode_table = _decode_table(decode_kernel, decodes)
+    if window is None and prefill_kernel is not None and prefills:
+        prefill_table = _prefill_table(prefill_kernel, len(decodes), prefills)
+    decode_runs = _decode_runs(block_size, decodes if decode_table is None else [], run_positions, window)
+    runs, spans = _prefill_runs(block_size, len(decodes), prefills if prefill_table is None else [], group,
+                                run_positions, window)
+    return AttentionBatch(torch.tensor(slots), len(decodes), decode_runs, runs, spans, decode_table, prefill_table)
+
+
+def _decode_table(kernel: DecodeKernel, decodes: list[tuple]) -> DecodeTable:
+    width = max(len(blocks) for blocks, _ in decodes)
+    block_table = _padded_block_ids(decodes, width).view(len(decodes), width)
+    return DecodeTable(kernel, block_table, torch.tensor([length for _, length in decodes]))
+
+
+def _prefill_table(kernel: TritonPagedPrefill, row_start: int, prefills: list[tuple]) -> PrefillTable:
+    width, num_tokens = max(len(p[0]) for p in prefills), torch.tensor([p[1] for p in prefills])
+    block_table = _padded_block_ids(prefills, width).view(len(prefills), width)
+    row_starts = num_tokens.cumsum(0) - num_tokens + row_start
+    return PrefillTable(kernel, block_table, row_starts, num_tokens, torch.tensor([p[2] for p in prefills]),
+                        max(p[1] for p in prefills))
+
+
+def _prefill_runs(block_size: int, row: int, prefills: list[tuple], group: int, run_positions: int,
+                  window: WindowSpec | None) -> tuple[list[PrefillRun], list[PrefillSpan]]:
+    """Prefill rows from `row` on: runs of short chunks and spans of long ones (see _prefill_groups)."""
+    runs, spans = [], []
     for chunks in _prefill_groups(block_size, prefills, run_positions):
         if chunks[0][1] <= PREFILL_RUN_TOKENS:
             runs.append(_prefill_run(block_size, row, chunks, window))
         else:
             spans.append(_prefill_span(block_size, row, *chunks[0], group=group, window=window))
         row += sum(chunk[1] for chunk in chunks)
-    if decode_kernel is not None and window is None and decodes:
-        table = _decode_table(decode_kernel, decodes)
-        return AttentionBatch(torch.tensor(slots), len(decodes), [], runs, spans, table)
-    decode_runs = _decode_runs(block_size, decodes, run_positions, window)
-    return AttentionBatch(torch.tensor(slots), len(decodes), decode_runs, runs, spans)
-
-
-def _decode_table(kernel: PagedDecode, decodes: list[tuple]) -> DecodeTable:
-    width = max(len(blocks) for blocks, _ in decodes)
-    block_table = _padded_block_ids(decodes, width).view(len(decodes), width)
-    return DecodeTable(kernel, block_table, torch.tensor([length for _, length in decodes]))
+    return runs, spans
 
 
 def _prefill_groups(block_size: int, prefills: list[tuple], run_positions: int) -> list[list[tuple]]:

@@ -37,7 +37,7 @@ def dense_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions
 
 
 def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, seed: int = 0,
-             run_positions: int = DECODE_RUN_POSITIONS, decode_kernel=None):
+             run_positions: int = DECODE_RUN_POSITIONS, decode_kernel=None, prefill_kernel=None):
     """Each seq (num_cached, num_new): cache its first positions, run its new ones in one paged step
     (decodes read in place by `decode_kernel`, or attended in runs padded to at most `run_positions` positions).
 
@@ -70,7 +70,7 @@ def run_step(seqs: list[tuple[int, int]], block_size: int, dtype: torch.dtype, s
     rows = decode_rows + prefill_rows  # decodes first, then prefill chunks
     q, k, v = (torch.cat([r[i] for r in rows]).to(dtype) for i in range(3))
     batch = build_attention_batch(block_size, decodes, prefills, [s for r in rows for s in r[3]], HEADS // KV_HEADS,
-                                  run_positions, decode_kernel=decode_kernel)
+                                  run_positions, decode_kernel=decode_kernel, prefill_kernel=prefill_kernel)
     out = paged_attention(q, k, v, k_cache, v_cache, batch)
     return out, torch.cat([r[4] for r in rows]), k_cache, slots_by_seq
 
