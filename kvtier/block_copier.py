@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from kvtier.cuda_link import CudaLink
 from kvtier.kv_cache import KVCache
 from kvtier.transfer_job import LOAD, STORE
 
@@ -15,24 +16,23 @@ class BlockCopier:
 
     With `gbps` set, copying b bytes takes at least b*8/(gbps*1e9) seconds (the copy
     sleeps out the rest), as over a link of that rate; None copies at memory speed.
-    On CUDA the copy runs on a side stream and has finished when `copy` returns.
+    A device cache on CUDA copies over its CudaLink (a side stream, pinned staging); the copy
+    has finished when `copy` returns.
     """
 
     def __init__(self, device: KVCache, host: KVCache, gbps: float | None) -> None:
         self.device, self.host, self.gbps = device, host, gbps
         self.bytes_per_block = device.config.bytes_per_block
-        self._stream = torch.cuda.Stream(device.keys[0].device) if device.keys[0].is_cuda else None
+        self._link = CudaLink(device, host) if device.keys[0].is_cuda else None
 
     def copy(self, kind: str, src_ids: list[int], dst_ids: list[int]) -> float:
         """Copy block src_ids[i] into dst_ids[i] (load: host -> device, store: device -> host); seconds taken."""
         started = time.perf_counter()
-        src, dst = (self.host, self.device) if kind == LOAD else (self.device, self.host)
-        if self._stream is None:
-            self._copy(src, dst, src_ids, dst_ids)
+        if self._link is not None:
+            (self._link.load if kind == LOAD else self._link.store)(src_ids, dst_ids)
         else:
-            with torch.cuda.stream(self._stream):
-                self._copy(src, dst, src_ids, dst_ids)
-            self._stream.synchronize()
+            src, dst = (self.host, self.device) if kind == LOAD else (self.device, self.host)
+            self._copy(src, dst, src_ids, dst_ids)
         if self.gbps is not None:
             link_s = len(src_ids) * self.bytes_per_block * 8 / (self.gbps * 1e9)
             time.sleep(max(0.0, link_s - (time.perf_counter() - started)))
@@ -43,7 +43,7 @@ class BlockCopier:
         src_index = torch.tensor(src_ids, device=src.keys[0].device)
         dst_index = torch.tensor(dst_ids, device=dst.keys[0].device)
         for source, target in zip(src.keys + src.values, dst.keys + dst.values):
-            target.index_copy_(0, dst_index, source.index_select(0, src_index).to(target.device, non_blocking=True))
+            target.index_copy_(0, dst_index, source.index_select(0, src_index))
 
     def measure_gbps(self, num_blocks: int) -> float:
         """Effective rate of a round trip of blocks 0..num_blocks-1, device -> host -> device, best of three.
