@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 from kvtier import KVCacheManager, KVPoolConfig
+from kvtier.config import DTYPES
 from stages import qwen3_omni_parts
 from stages.commands import Wake
 from stages.engine import StageEngine
@@ -35,6 +36,7 @@ from stages.runners.asr import ASRRunner
 from stages.runners.base import ModelRunner
 from stages.runners.decoder import TalkerRunner, ThinkerRunner
 from stages.runners.encoder import EncoderRunner
+from stages.runners.on_device import OnDeviceRunner
 from stages.runners.tts import TTSRunner
 from stages.runners.vocoder import VocoderRunner
 from stages.scheduler import Scheduler
@@ -74,9 +76,10 @@ def check_weights(spec: StageSpec) -> None:
 
 def build_model(spec: StageSpec) -> torch.nn.Module:
     """The stage's model with the GGUF file's weights, the checkpoint's, or seeded ones (a Qwen3-Omni stage's:
-    its part of the folder)."""
+    its part of the folder), on its device in its dtype (built on the CPU first: seeded weights are the same
+    wherever they compute)."""
     if spec.is_qwen3_omni:
-        return qwen3_omni_parts.model(spec)
+        return qwen3_omni_parts.model(spec).to(spec.device, DTYPES[spec.dtype])
     model = MODELS[spec.kind](spec.model)
     if spec.gguf is not None:
         GGUFLlama.read(spec.gguf).load_into(model)
@@ -86,6 +89,7 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
         load_checkpoint(model, spec.checkpoint, part=lambda name: not is_history_name(name))
     if spec.window is not None and spec.window.history is not None:
         add_history(model, spec.seed, spec.checkpoint)
+    model.to(spec.device, DTYPES[spec.dtype])
     pack_linears(model)
     return model.eval()
 
@@ -133,7 +137,7 @@ def build_engine(spec: StageSpec, emit: Callable[[list[StageOutput]], None], clo
         decoder = decoder_of(spec)
         kv = KVCacheManager(KVPoolConfig(
             num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=decoder.num_layers,
-            num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim,
+            num_kv_heads=decoder.num_kv_heads, head_dim=decoder.head_dim, dtype=spec.dtype, device=spec.device,
         ), spec.kv.host, spec.kv.eviction, clock, on_transfer_done=lambda: engines[0].submit(Wake()))
         residency = build_residency(spec, kv, view)
         if kv.tier.link_gbps is not None:
@@ -195,7 +199,12 @@ def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
 
 def runner_of(spec: StageSpec, model, kv: KVCacheManager | None) -> ModelRunner:
     """`model` (build_model's) in the stage's runner; `kv` for a decoder's (a thinker's constrains tool calls
-    over its tokenizer)."""
+    over its tokenizer). On a GPU, its results come back to host memory (OnDeviceRunner)."""
+    runner = _runner_of(spec, model, kv)
+    return runner if spec.device == "cpu" else OnDeviceRunner(runner)
+
+
+def _runner_of(spec: StageSpec, model, kv: KVCacheManager | None) -> ModelRunner:
     if spec.is_qwen3_omni:
         return qwen3_omni_parts.runner(spec, model, kv)
     if spec.kind in ("encoder", "vocoder"):

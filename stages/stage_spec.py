@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from kvtier import EVICTION_POLICIES, HostTierConfig, blocks_for
+from kvtier.config import DTYPES
 from stages.config import SchedulerConfig, WindowSpec
 from stages.kv_residency import PRELOAD_TRIGGERS
 from stages.models.asr_whisper import WhisperConfig
@@ -23,6 +25,7 @@ from stages.vllm_backend.args import CPU_HEAD_SIZES, VllmArgs
 KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
 PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
 BACKENDS = ("native", "vllm")
+CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,9 @@ class StageSpec:
     every step (stages/vllm_backend/vllm_api.py, PolicyOrdering). `folder` is checked when the stage starts
     (stages/models/model_folder.py), not here: a plan is made where the weights are not. A stage whose
     `model` is a Qwen3OmniConfig runs its part of that Qwen3-Omni `folder` natively (encoder: the audio
-    tower, thinker, talker, vocoder: code2wav), without a window.
+    tower, thinker, talker, vocoder: code2wav), without a window. `device` is where a native stage computes:
+    `cpu`, or `cuda` (its process's first visible GPU, `cuda:N` one of them), its weights and KV in `dtype`
+    (float32 on the CPU, where the C kernels compute).
     """
 
     name: str
@@ -116,6 +121,8 @@ class StageSpec:
     backend: str = "native"
     vllm: VllmArgs | None = None
     folder: Path | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -134,6 +141,7 @@ class StageSpec:
                              "backend: vllm")
         if self.threads is not None:
             require_positive_ints(self, "threads")
+        self._check_device()
         if self.gguf is not None and (self.kind != "thinker" or self.checkpoint is not None):
             raise ValueError(f"stage {self.name!r}: gguf weights are a thinker's, instead of a checkpoint")
         if self.kind in ("thinker", "talker") and self.kv is None:
@@ -179,6 +187,16 @@ class StageSpec:
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: stage {self.name!r} ({self.kind}) loads its model from its package "
                                  f"and has no {name}")
+
+    def _check_device(self) -> None:
+        if not (self.device == "cpu" or CUDA_DEVICE.fullmatch(self.device)):
+            raise ValueError(f"device: stage {self.name!r} computes on cpu, cuda or cuda:N, not {self.device!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype: stage {self.name!r} computes in one of {sorted(DTYPES)}, not {self.dtype!r}")
+        if self.device == "cpu" and self.dtype != "float32":
+            raise ValueError(f"dtype: stage {self.name!r} computes on the CPU in float32, not {self.dtype}")
+        if self.device != "cpu" and self.kind in PACKAGED:
+            raise ValueError(f"device: stage {self.name!r} ({self.kind}) computes on the CPU in this build")
 
     def _check_window(self) -> None:
         if self.kv is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
 from liveserve.config.reader import ConfigError, Section, build
 from orchestrator.placement.deployment import GPUNode, StageDeployment
 from orchestrator.placement.plan import PlanError, replica_gpus
@@ -57,18 +59,33 @@ def parse_gpus(text: str, where: str) -> GPUNode:
 
 
 def require_runnable(config: LiveServeConfig) -> None:
-    """What this build serves. With Ray, replicas wherever its layout puts them (a native engine computes on the
-    CPU even on GPUs Ray placed it on). With processes (or threads), a stage on GPUs only on vLLM, each replica's
-    process seeing its GPUs (process_gpus): the native runners build their models and KV pools on the CPU."""
-    if config.runtime.placement == "ray":
-        return
-    backends = {spec.name: spec.backend for spec in config.pipeline.stages}
+    """What this build serves. A native stage with `devices` computes on its replica's first GPU, one GPU a
+    replica, in a process that sees its GPUs: placement processes (where this machine must have CUDA) or ray
+    (whose nodes must); a backend: vllm stage on its GPUs (process_gpus)."""
+    placement, backends = config.runtime.placement, {spec.name: spec.backend for spec in config.pipeline.stages}
     for deployment in config.deployments:
-        if deployment.on_gpus and backends[deployment.stage] != "vllm":
-            raise ConfigError(f"stages.{deployment.stage}.devices: native engines compute on the CPU here (their "
-                              "models and KV are built there); only a backend: vllm stage runs on GPUs. Native "
-                              "stages with devices are for `liveserve plan`, or for runtime.placement: ray")
-    process_gpus(config)
+        if deployment.on_gpus and backends[deployment.stage] == "native":
+            _require_native_gpu(deployment, placement)
+    if placement != "ray":
+        process_gpus(config)
+
+
+def _require_native_gpu(deployment: StageDeployment, placement: str) -> None:
+    where = f"stages.{deployment.stage}.devices"
+    if deployment.gpus_per_replica != 1:
+        raise ConfigError(f"{where}: a native engine computes on one GPU a replica, not "
+                          f"{deployment.gpus_per_replica} (tensor parallelism needs backend: vllm)")
+    if placement == "threads":
+        raise ConfigError(f"{where}: a native stage on a GPU runs in a process that sees its GPU; set "
+                          "runtime.placement to processes or ray")
+    if placement == "processes" and not cuda_present():
+        raise ConfigError(f"{where}: native engines compute on CUDA GPUs, and this machine has none "
+                          "(remove devices to compute on the CPU; `liveserve plan` plans such a config)")
+
+
+def cuda_present() -> bool:
+    """Whether torch sees a CUDA GPU here (without starting CUDA in this process: stage processes fork from it)."""
+    return torch.cuda.device_count() > 0
 
 
 def process_gpus(config: LiveServeConfig) -> dict[str, tuple[int, ...]]:

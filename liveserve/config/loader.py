@@ -180,7 +180,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
         backend = read_backend(section, runtime.placement, StageKind.TALKER in graph.kinds, deployments[kind],
                                isinstance(models[kind], Qwen3OmniConfig))
         specs[kind] = _read_stage(section, kind, models[kind], seed + list(StageKind).index(kind), weights,
-                                  given, trace, backend)
+                                  given, trace, backend, deployments[kind])
         if kind in DECODERS:
             sampling[kind] = section.section("sampling").fill(SamplingParams, seed=seed)
         section.finish()
@@ -206,15 +206,17 @@ def _read_admission(section: Section, server: ServerConfig) -> AdmissionConfig:
 
 
 def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Path | None, given: StageWeights,
-                trace: Path | None, backend: tuple[str, VllmArgs | None]) -> StageSpec:
+                trace: Path | None, backend: tuple[str, VllmArgs | None], deployment: StageDeployment) -> StageSpec:
     scheduler = _read_scheduler(section.section("scheduler"))
     native = backend[0] == "native"
+    on_gpu = native and deployment.on_gpus
     kv = section.section("kv").fill(KVSpec) if kind in DECODERS and native else None
     window = _read_window(section) if kind in DECODERS and native else None
     threads = section.value("threads", int | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
                  seed=seed, checkpoint=weights, gguf=given.gguf, window=window, threads=threads, trace_path=trace,
-                 backend=backend[0], vllm=backend[1], folder=given.folder)
+                 backend=backend[0], vllm=backend[1], folder=given.folder, device="cuda" if on_gpu else "cpu",
+                 dtype=deployment.dtype if on_gpu else "float32")
 
 
 def _read_scheduler(section: Section) -> SchedulerConfig:

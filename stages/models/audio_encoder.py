@@ -101,8 +101,8 @@ class AudioEncoder(nn.Module):
 
     def _downsample(self, chunks: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Chunks -> ([B, frames, hidden] at 12.5 Hz, valid frames per chunk); padding is zero at each conv input."""
-        device = self.positions.device
-        mels = [log_mel(chunk.to(device), self.config.n_mels) for chunk in chunks]
+        device, dtype = self.positions.device, self.positions.dtype
+        mels = [log_mel(chunk.to(device), self.config.n_mels).to(dtype) for chunk in chunks]
         lengths = torch.tensor([mel.shape[0] for mel in mels], device=device)
         x = pad_sequence(mels, batch_first=True).transpose(1, 2)
         for conv in self.convs:

@@ -21,7 +21,7 @@ outputs without teaching the model anything.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +51,9 @@ class HistoryBatch:
     absorb_valid: torch.Tensor  # [num_seqs, max_absorbed, 1] bool
     state_k: torch.Tensor  # [num_seqs, k_rows] int64
     state_v: torch.Tensor  # [num_seqs, state_size - k_rows] int64
+
+    def to(self, device: torch.device | str) -> HistoryBatch:
+        return HistoryBatch(*(getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)))
 
 
 def state_blocks(state_size: int, block_size: int) -> int:
@@ -154,7 +157,8 @@ class SSMHistory(nn.Module):
         """The kernel's work in torch: each state read by its queries, then updated, step by step."""
         k_rows, c, steps = batch.state_k.shape[1], c.unsqueeze(1), dt.shape[1]
         read = c.new_empty(len(c), values.shape[1])
-        seqs = torch.repeat_interleave(torch.arange(len(batch.query_start) - 1), batch.query_start.diff())
+        counts = batch.query_start.diff()
+        seqs = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
         state = torch.cat([keys[batch.state_k], values[batch.state_v]], dim=1).to(c.dtype)
         for step in range(steps + 1):
             queries = (batch.absorbed == step).nonzero().squeeze(1)

@@ -33,6 +33,7 @@ class RotaryEmbedding:
 
     Positions beyond the tables (a windowed stream's keep counting past the model's maximum) are
     computed when asked for, not added to the tables, so memory stays bounded however long a stream runs.
+    The tables move to the device of the positions asked for (once), and stay float32 there.
     """
 
     def __init__(self, head_dim: int, max_position: int, theta: float) -> None:
@@ -45,6 +46,8 @@ class RotaryEmbedding:
         return angles.cos().float(), angles.sin().float()
 
     def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.cos.device != positions.device:
+            self.inv_freq, self.cos, self.sin = (t.to(positions.device) for t in (self.inv_freq, self.cos, self.sin))
         if len(positions) and int(positions.max()) >= len(self.cos):  # past the tables: computed for these only
             angles = torch.outer(positions.to(torch.float64), self.inv_freq)
             angles = torch.cat([angles, angles], dim=-1)
@@ -144,7 +147,7 @@ class DecoderBody(nn.Module):
         self.rotary = RotaryEmbedding(config.head_dim, config.max_position, config.rope_theta)
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, kv_layers: list, batch: AttentionBatch) -> torch.Tensor:
-        rope = self.rotary.tables(positions)
+        rope = tuple(table.to(embeds.dtype) for table in self.rotary.tables(positions))
         x = embeds
         for layer, kv in zip(self.layers, kv_layers):
             x = layer(x, rope, kv, batch)

@@ -44,7 +44,9 @@ class TalkerModel(nn.Module):
         self.codec_head = PackedLinear(config.decoder.hidden_size, config.codec_vocab_size, bias=False)
 
     def input_embeddings(self, prev_frames: list[int], conds: torch.Tensor) -> torch.Tensor:
-        return self.model.embed_tokens(torch.tensor(prev_frames, dtype=torch.long)) + self.cond_proj(conds)
+        weight = self.cond_proj.weight
+        frames = torch.tensor(prev_frames, dtype=torch.long, device=weight.device)
+        return self.model.embed_tokens(frames) + self.cond_proj(conds.to(weight.device, weight.dtype))
 
     def forward(self, embeds, positions, kv_layers, batch: AttentionBatch) -> torch.Tensor:
         return self.model(embeds, positions, kv_layers, batch)

@@ -20,12 +20,21 @@ from stages.models.history import (
     build_history_batch,
     use_scan_kernel,
 )
-from stages.models.kernels import history_scan, layer_ops, paged_decode
+from stages.models.kernels import history_scan, layer_ops, paged_decode, triton_paged
 from stages.models.llama import use_layer_ops
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.requests import TalkerRequest, ThinkerRequest
 from stages.runners.base import ModelRunner
 from stages.sampling import sample
+
+
+def paged_kernels(device: torch.device, dtype: torch.dtype) -> tuple:
+    """The kernels that read paged KV in place on `device` in `dtype`: (decode, prefill), None where attention
+    gathers. On the CPU in float32 the C decode kernel; on a GPU the Triton ones."""
+    if device.type == "cpu":
+        return paged_decode.load() if dtype == torch.float32 else None, None
+    kernels = triton_paged.load()
+    return (None, None) if kernels is None else (kernels.decode, kernels.prefill)
 
 
 class DecoderRunner(ModelRunner):
@@ -34,7 +43,9 @@ class DecoderRunner(ModelRunner):
     samples at the last row of every chunk whose request wants a sample there.
     With a `window`, attention sees each sequence's live blocks only (see attention), and with its
     history branch each layer reads and updates each sequence's state (see models/history). On the CPU in
-    float32 the model computes with the C kernels (models/kernels) where they build.
+    float32 the model computes with the C kernels (models/kernels) where they build; on a GPU (the KV pool's
+    device) attention without a window reads the paged KV with the Triton kernels (kernels/triton_paged), and
+    a step's inputs and tables are built on the CPU and moved there.
     Subclasses say how inputs embed and what a result is.
     """
 
@@ -45,8 +56,9 @@ class DecoderRunner(ModelRunner):
         decoder = getattr(model.config, "decoder", model.config)
         self.group = decoder.num_heads // decoder.num_kv_heads
         self.kv_layers = [kv.cache.layer(i) for i in range(kv.config.num_layers)]
-        on_cpu_float32 = kv.config.torch_dtype == torch.float32 and kv.config.device == "cpu"
-        self.decode_kernel = paged_decode.load() if on_cpu_float32 else None
+        self.device = torch.device(kv.config.device)
+        on_cpu_float32 = kv.config.torch_dtype == torch.float32 and self.device.type == "cpu"
+        self.decode_kernel, self.prefill_kernel = paged_kernels(self.device, kv.config.torch_dtype)
         if on_cpu_float32:
             use_layer_ops(model, layer_ops.load())
             if window is not None and window.history is not None:
@@ -91,11 +103,10 @@ class DecoderRunner(ModelRunner):
         """The logits `requests` sample from, one row of `hidden` each."""
         return self.model.logits(hidden)
 
-    @staticmethod
-    def _positions(chunks: list[ScheduledChunk]) -> torch.Tensor:
+    def _positions(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
         if all(c.num_tokens == 1 for c in chunks):
-            return torch.tensor([c.start for c in chunks])
-        return torch.cat([torch.arange(c.start, c.end) for c in chunks])
+            return torch.tensor([c.start for c in chunks], device=self.device)
+        return torch.cat([torch.arange(c.start, c.end) for c in chunks]).to(self.device)
 
     def _batch(self, chunks: list[ScheduledChunk]):
         size = self.kv.block_size
@@ -112,10 +123,10 @@ class DecoderRunner(ModelRunner):
             else:
                 prefills.append((blocks[0], chunk.num_tokens, chunk.end, *blocks[1:]))
         batch = build_attention_batch(size, decodes, prefills, slots, self.group, window=self.window,
-                                      decode_kernel=self.decode_kernel)
-        if self.window is None or self.window.history is None:
-            return batch
-        return replace(batch, history=self._history(chunks))
+                                      decode_kernel=self.decode_kernel, prefill_kernel=self.prefill_kernel)
+        if self.window is not None and self.window.history is not None:
+            batch = replace(batch, history=self._history(chunks).to(self.device))
+        return batch if self.device.type == "cpu" else batch.to(self.device)
 
     def _history(self, chunks: list[ScheduledChunk]) -> HistoryBatch:
         """What each chunk's history branch absorbs (the positions that leave its window) and reads."""
@@ -147,7 +158,7 @@ class ThinkerRunner(DecoderRunner):
 
     def embeddings(self, chunks: list[ScheduledChunk]) -> torch.Tensor:
         ids = [t for c in chunks for t in c.request.token_ids[c.start : c.end]]
-        rows = self.model.embed(torch.tensor(ids, dtype=torch.long))
+        rows = self.model.embed(torch.tensor(ids, dtype=torch.long, device=self.device))
         offset = 0
         for chunk in chunks:
             request: ThinkerRequest = chunk.request

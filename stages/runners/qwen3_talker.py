@@ -84,8 +84,9 @@ class Qwen3TalkerRunner(DecoderRunner):
         if voiced:
             sampling, generators = [r.sampling for r in voiced], [r.generator for r in voiced]
             residuals = self.model.predict_residuals(
-                hidden[[rows[r.request_id] for r in voiced]], torch.tensor([first[r.request_id] for r in voiced]),
-                lambda logits: torch.tensor(sample(logits, sampling, generators)))
+                hidden[[rows[r.request_id] for r in voiced]],
+                torch.tensor([first[r.request_id] for r in voiced], device=self.device),
+                lambda logits: torch.tensor(sample(logits, sampling, generators), device=self.device))
             frames = {r.request_id: [first[r.request_id], *codes] for r, codes in zip(voiced, residuals.tolist())}
         return {request_id: (code0, frames.get(request_id)) for request_id, code0 in first.items()}
 

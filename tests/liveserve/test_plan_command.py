@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from liveserve.cli import main
+from liveserve.config import deployment
 from liveserve.config.loader import load_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -76,9 +77,8 @@ def test_gpu_keys_need_devices_and_gpus_their_format(tmp_path, capsys):
     assert (status, err) == (2, "error: runtime: gpus must be COUNTxSIZEGB, e.g. 8x141GB, got 'eight'\n")
 
 
-NATIVE_ON_GPUS = ("native engines compute on the CPU here (their models and KV are built there); only a backend: "
-                  "vllm stage runs on GPUs. Native stages with devices are for `liveserve plan`, or for "
-                  "runtime.placement: ray")
+NATIVE_ON_GPUS = ("native engines compute on CUDA GPUs, and this machine has none (remove devices to compute on "
+                  "the CPU; `liveserve plan` plans such a config)")
 
 
 @pytest.mark.parametrize("argv, line", [
@@ -91,7 +91,8 @@ NATIVE_ON_GPUS = ("native engines compute on the CPU here (their models and KV a
     (("serve", "--config", VOICE_H200, "--set", "runtime.gpus=4x141GB"),
      "stages.thinker.devices: 4 replicas x 2 GPUs need 8 GPUs; 4 of the node's 4 (0-3) are not taken"),
 ])
-def test_serving_refuses_what_this_build_only_plans(capsys, argv, line):
+def test_serving_refuses_what_this_build_only_plans(capsys, argv, line, monkeypatch):
+    monkeypatch.setattr(deployment, "cuda_present", lambda: False)  # as on a machine without a GPU
     assert liveserve(capsys, *argv) == (2, "", f"error: {line}\n")
 
 

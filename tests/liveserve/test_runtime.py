@@ -8,6 +8,8 @@ import logging
 
 import pytest
 
+from liveserve.config import deployment
+from liveserve.config.deployment import require_runnable
 from liveserve.config.document import Override
 from liveserve.config.loader import load_config
 from liveserve.config.reader import ConfigError
@@ -72,5 +74,26 @@ def test_ray_placement_reads_its_cluster_from_the_config_and_places_gpu_stages()
     placement = make_placement(config)  # Ray starts only when the placement does
     assert isinstance(placement, ProcessPlacement) and isinstance(placement.launcher, RayLauncher)
     assert placement.launcher.settings.node_ip_address == "127.0.0.1"
-    with pytest.raises(ConfigError, match="stages.thinker.devices: native engines compute on the CPU here"):
-        make_placement(on(config, "processes"))
+    with pytest.raises(ConfigError, match="stages.thinker.devices: a native stage on a GPU runs in a process"):
+        make_placement(on(config, "threads"))
+
+
+def test_a_native_stage_with_devices_computes_on_its_gpu_where_cuda_is(monkeypatch):
+    monkeypatch.setattr(deployment, "cuda_present", lambda: True)
+    config = load_config("tiny-omni-h200")  # every stage x 8, one of each on every GPU
+    require_runnable(config)
+    thinker = config.pipeline.thinker
+    assert (thinker.device, thinker.dtype) == ("cuda", "bfloat16")  # the process's first visible GPU: its own
+    cpu = load_config("tiny-omni-cpu").pipeline.thinker
+    assert (cpu.device, cpu.dtype) == ("cpu", "float32")
+    with pytest.raises(ConfigError, match=r"^stages.encoder.devices: a native stage on a GPU runs in a process"):
+        require_runnable(on(config, "threads"))
+    two = load_config("tiny-omni-cpu", overrides=[Override.parse(text) for text in (
+        "stages.thinker.devices=[[0, 1]]", "runtime.gpus=2x141GB")])
+    with pytest.raises(ConfigError, match=r"^stages.thinker.devices: a native engine computes on one GPU a replica, "
+                                          r"not 2 \(tensor parallelism needs backend: vllm\)$"):
+        require_runnable(two)
+    monkeypatch.setattr(deployment, "cuda_present", lambda: False)
+    with pytest.raises(ConfigError, match=r"^stages.encoder.devices: native engines compute on CUDA GPUs, and this "
+                                          r"machine has none"):
+        require_runnable(config)
