@@ -76,10 +76,10 @@ def check_weights(spec: StageSpec) -> None:
 
 def build_model(spec: StageSpec) -> torch.nn.Module:
     """The stage's model with the GGUF file's weights, the checkpoint's, or seeded ones (a Qwen3-Omni stage's:
-    its part of the folder), on its device in its dtype (built on the CPU first: seeded weights are the same
-    wherever they compute)."""
+    its part of the folder, loaded onto its device), on its device in its dtype (seeded ones are built on the
+    CPU first: they are the same wherever they compute)."""
     if spec.is_qwen3_omni:
-        return qwen3_omni_parts.model(spec).to(spec.device, DTYPES[spec.dtype])
+        return qwen3_omni_parts.model(spec)
     model = MODELS[spec.kind](spec.model)
     if spec.gguf is not None:
         GGUFLlama.read(spec.gguf).load_into(model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from kvtier import KVCacheManager
+from kvtier.config import DTYPES
 from stages.grammar import ConstraintCompiler
 from stages.models.qwen3_omni.audio_encoder import Qwen3OmniAudio, build_audio_encoder
 from stages.models.qwen3_omni.code2wav import Code2Wav, build_code2wav
@@ -69,8 +70,10 @@ PARTS = {"encoder": Qwen3OmniAudio, "thinker": Qwen3OmniThinker, "talker": Qwen3
 
 
 def model(spec: StageSpec):
-    """The stage's part of the folder, its weights loaded."""
-    return PARTS[spec.kind].from_folder(spec.folder)
+    """The stage's part of the folder, its weights loaded onto the stage's device (on a GPU in its dtype; on the
+    CPU in the folder's)."""
+    dtype = None if spec.device == "cpu" else DTYPES[spec.dtype]
+    return PARTS[spec.kind].from_folder(spec.folder, device=spec.device, dtype=dtype)
 
 
 def runner(spec: StageSpec, part, kv: KVCacheManager | None) -> ModelRunner:
