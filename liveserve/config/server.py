@@ -13,7 +13,8 @@ from liveserve.config.reader import ConfigError, Section
 @dataclass(frozen=True)
 class ServerConfig:
     """The realtime server's defaults (the CLI may override host and port). `api_keys`: the keys a client
-    must present (none: no check); `allow_no_auth`: serve a host other than loopback without keys."""
+    must present (none: no check); `allow_no_auth`: serve a host other than loopback without keys;
+    `dashboard`: serve GET /dashboard (true), not (false), or only on a loopback bind (null)."""
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -22,6 +23,7 @@ class ServerConfig:
     ingest_mib_per_s: float = 8.0  # each connection's messages are read at most this fast, after 32 MiB
     api_keys: tuple[str, ...] = ()
     allow_no_auth: bool = False
+    dashboard: bool | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
