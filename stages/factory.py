@@ -199,9 +199,10 @@ def build_runner(spec: StageSpec, kv: KVCacheManager | None) -> ModelRunner:
 
 def runner_of(spec: StageSpec, model, kv: KVCacheManager | None) -> ModelRunner:
     """`model` (build_model's) in the stage's runner; `kv` for a decoder's (a thinker's constrains tool calls
-    over its tokenizer). On a GPU, its results come back to host memory (OnDeviceRunner)."""
+    over its tokenizer). On a GPU (or in another dtype than float32), its results come back to host memory in
+float32 (OnDeviceRunner)."""
     runner = _runner_of(spec, model, kv)
-    return runner if spec.device == "cpu" else OnDeviceRunner(runner)
+    return runner if (spec.device, spec.dtype) == ("cpu", "float32") else OnDeviceRunner(runner)
 
 
 def _runner_of(spec: StageSpec, model, kv: KVCacheManager | None) -> ModelRunner:

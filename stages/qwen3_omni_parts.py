@@ -70,9 +70,9 @@ PARTS = {"encoder": Qwen3OmniAudio, "thinker": Qwen3OmniThinker, "talker": Qwen3
 
 
 def model(spec: StageSpec):
-    """The stage's part of the folder, its weights loaded onto the stage's device (on a GPU in its dtype; on the
-    CPU in the folder's)."""
-    dtype = None if spec.device == "cpu" else DTYPES[spec.dtype]
+    """The stage's part of the folder, its weights loaded onto the stage's device in its dtype (the folder's on
+    the CPU in float32)."""
+    dtype = None if (spec.device, spec.dtype) == ("cpu", "float32") else DTYPES[spec.dtype]
     return PARTS[spec.kind].from_folder(spec.folder, device=spec.device, dtype=dtype)
 
 

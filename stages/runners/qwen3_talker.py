@@ -25,7 +25,7 @@ class Qwen3TalkerRunner(DecoderRunner):
     def __init__(self, model: torch.nn.Module, kv, suppressed: list[int]) -> None:
         super().__init__(model, kv)
         self.suppressed = suppressed
-        self.device = model.codec_head.weight.device
+        self.device, self.dtype = model.codec_head.weight.device, model.codec_head.weight.dtype
         with torch.inference_mode():
             self.tts = model.tts_rows()._asdict()
 
@@ -46,23 +46,23 @@ class Qwen3TalkerRunner(DecoderRunner):
         """The trailing text rows of `steps`: fed rows projected together, the tts rows after them."""
         entries = [request.trailing(k) for k in steps]
         fed = [entry for entry in entries if not isinstance(entry, str)]
-        projected = iter(self.model.project_text(torch.stack(fed).to(self.device)) if fed else ())
+        projected = iter(self.model.project_text(torch.stack(fed).to(self.device, self.dtype)) if fed else ())
         return torch.stack([self.tts[entry] if isinstance(entry, str) else next(projected) for entry in entries])
 
     def _prompt(self, request: Qwen3TalkerRequest) -> torch.Tensor:
         """Every prompt row of `request` (recomputed for each chunk of it: prompts are prefilled in few)."""
-        prompt, model, device = request.prompt, self.model, self.device
+        prompt, model, device, dtype = request.prompt, self.model, self.device, self.dtype
         width = model.config.decoder.hidden_size
-        rows, audio = prompt.user_rows.to(device), prompt.user_is_audio.to(device)
-        users = torch.empty(len(rows), width, device=device)
+        rows, audio = prompt.user_rows.to(device, dtype), prompt.user_is_audio.to(device)
+        users = torch.empty(len(rows), width, device=device, dtype=dtype)
         if audio.any():
             users[audio] = model.project_hidden(rows[audio])
         if (~audio).any():
             users[~audio] = model.project_text(rows[~audio])
-        header_and_first = model.project_text(torch.cat([prompt.header_rows, request.fed[0][None]]).to(device))
+        header_and_first = model.project_text(torch.cat([prompt.header_rows, request.fed[0][None]]).to(device, dtype))
         text = torch.cat([header_and_first[:3], self.tts["pad"].expand(HEADER_PADS, -1), self.tts["bos"][None],
                           header_and_first[3:]])
-        codec = torch.cat([torch.zeros(3, width, device=device), model.codec_rows(request.codec_ids.prefix)])
+        codec = torch.cat([torch.zeros(3, width, device=device, dtype=dtype), model.codec_rows(request.codec_ids.prefix)])
         return torch.cat([users, text + codec])
 
     def logits(self, hidden: torch.Tensor, requests: list[Qwen3TalkerRequest]) -> torch.Tensor:
