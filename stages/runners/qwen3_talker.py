@@ -62,7 +62,8 @@ class Qwen3TalkerRunner(DecoderRunner):
         header_and_first = model.project_text(torch.cat([prompt.header_rows, request.fed[0][None]]).to(device, dtype))
         text = torch.cat([header_and_first[:3], self.tts["pad"].expand(HEADER_PADS, -1), self.tts["bos"][None],
                           header_and_first[3:]])
-        codec = torch.cat([torch.zeros(3, width, device=device, dtype=dtype), model.codec_rows(request.codec_ids.prefix)])
+        codec = model.codec_rows(request.codec_ids.prefix)
+        codec = torch.cat([codec.new_zeros(3, width), codec])
         return torch.cat([users, text + codec])
 
     def logits(self, hidden: torch.Tensor, requests: list[Qwen3TalkerRequest]) -> torch.Tensor:
