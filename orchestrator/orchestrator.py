@@ -28,6 +28,7 @@ from orchestrator.pipeline import Pipeline, PipelineGeometry
 from orchestrator.placement.base import LocalPlacement, Placement
 from orchestrator.session.chat_template import ChatTemplate
 from orchestrator.session.session import Session
+from orchestrator.snapshot import PipelineSnapshot, take_snapshot
 from stages.engine import StageStatus
 from stages.factory import thinker_text
 from stages.models.tokenizer import TextTokenizer
@@ -59,6 +60,7 @@ class Orchestrator:
         self.pipeline = Pipeline(self.bus, PipelineGeometry.of(config), tokenizer, template)
         self.duplex = DuplexHub(self.pipeline, FrameTicker(config.duplex.frame_ms / 1000.0, clock, sleep))
         self.sessions: dict[str, Session] = {}
+        self.interactions: dict[str, InteractionController] = {}
 
     @property
     def geometry(self) -> PipelineGeometry:
@@ -82,7 +84,7 @@ class Orchestrator:
         if session_id in self.sessions:
             raise ValueError(f"session {session_id!r} is already open")
         session = Session(session_id, self.pipeline, NextUseEstimator(self.config.interaction), self.duplex,
-                          on_close=lambda: self.sessions.pop(session_id, None))
+                          on_close=lambda: self._forget(session_id))
         self.sessions[session_id] = session
         session.start(instructions)
         return session
@@ -92,7 +94,9 @@ class Orchestrator:
         """A new session behind its interaction controller (which tells `listener` what happens)."""
         session = self.open_session(session_id, instructions)
         monitor = SessionMonitor(self.make_detector(TurnDetectionConfig()), self.clock)
-        return InteractionController(session, monitor, self.make_detector, listener, self.clock)
+        controller = InteractionController(session, monitor, self.make_detector, listener, self.clock)
+        self.interactions[session_id] = controller
+        return controller
 
     def make_detector(self, config: TurnDetectionConfig | SemanticTurnConfig) -> TurnDetector:
         """A detector for `config`: semantic_vad's judges pauses with the end-of-turn model."""
@@ -105,8 +109,17 @@ class Orchestrator:
         if session is not None:
             session.close()
 
+    def _forget(self, session_id: str) -> None:
+        self.sessions.pop(session_id, None)
+        self.interactions.pop(session_id, None)
+
     def status(self) -> list[StageStatus]:
         return self.bus.status()
+
+    def snapshot(self) -> PipelineSnapshot:
+        """The sessions opened with an interaction controller and the serving stages, now (for a live view)."""
+        return take_snapshot(self.config, list(self.interactions.values()), self.status(), self.board,
+                             self.duplex.streams.keys(), self.clock())
 
     async def wait_idle(self, timeout_s: float = 10.0) -> None:
         """Wait until every engine is idle and no output is in flight (for tests and benches)."""

@@ -64,6 +64,7 @@ class InteractionController:
       among `replies`, the latest few a truncation may still measure; older turns are released.
     - Reply audio is recorded as delivered when it leaves (`listener` gets it); acks move the
       played position; the stages are told each change.
+    - `opened_at` and `last_barge_in_at` (None: none yet) are clock times, for a live view.
     Every method runs on the event loop thread; ValueError/KeyError report a request that cannot
     be honoured, with nothing changed.
     """
@@ -83,10 +84,17 @@ class InteractionController:
         self._heard: Transcription | None = None  # the speech in progress at the ASR stage
         self.partial_transcripts = False
         self._tasks: set[asyncio.Task] = set()
+        self.opened_at = clock()
+        self.last_barge_in_at: float | None = None
 
     @property
     def session_id(self) -> str:
         return self.session.session_id
+
+    @property
+    def is_user_speaking(self) -> bool:
+        """The VAD heard speech start and not yet its end."""
+        return self._speech is not None
 
     def configure(self, turn_taking: TurnTaking | None, response_defaults: TurnRequest,
                   partial_transcripts: bool = False) -> None:
@@ -179,7 +187,8 @@ class InteractionController:
 
     # conversation items
 
-    def add_user_item(self, item_id: str, audio: np.ndarray | None, text: str, heard: Transcription | None = None) -> None:
+    def add_user_item(self, item_id: str, audio: np.ndarray | None, text: str,
+                      heard: Transcription | None = None) -> None:
         """Append a user message; UserItemReady or UserItemRejected follows once it is in context (or not).
         `heard`: its speech, already at the ASR stage."""
         task = self.session.add_user_item(item_id, audio, text, heard, self.listener)
@@ -256,6 +265,7 @@ class InteractionController:
         self.listener(ResponseEnded(turn.item_id, done, cancel_reason, turn.request_ids, self.clock()))
 
     def _barge_in(self) -> None:
+        self.last_barge_in_at = self.clock()
         if self.turn is not None:
             self._interrupt("turn_detected")
             return
