@@ -117,7 +117,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
     host, port = args.host or config.server.host, config.server.port if args.port is None else args.port
     require_auth(config.server, host)
-    uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, ws_max_size=32 * 1024 * 1024)
+    uvicorn.run(create_app(config, host), host=host, port=port, log_level=args.log_level, ws_max_size=32 * 1024 * 1024)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -10,6 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from liveserve.admission import DECISIONS, AdmissionGate, KVWatch
+from liveserve.dashboard.recent import RecentHistogram
 from orchestrator.session.events import TurnUsage, UnheardWork
 from stages.engine import StageStatus
 
@@ -141,7 +143,8 @@ class KVTierCollector(Collector):
 
 
 class AdmissionCollector(Collector):
-    """The duplex-stream admission gate's cap, its admit/reject decisions and its control law's adjustments, read at scrape time."""
+    """The duplex-stream admission gate's cap, its admit/reject decisions and its control law's adjustments, read at
+    scrape time."""
 
     def __init__(self, gate: AdmissionGate) -> None:
         self.gate = gate
@@ -149,8 +152,8 @@ class AdmissionCollector(Collector):
     def collect(self):
         yield GaugeMetricFamily("liveserve_admission_cap", "Duplex streams the admission gate lets be live now",
                                 value=self.gate.cap)
-        decisions = CounterMetricFamily("liveserve_admission_decisions", "Duplex streams admitted or rejected as they start",
-                                        labels=["decision"])
+        decisions = CounterMetricFamily("liveserve_admission_decisions",
+                                        "Duplex streams admitted or rejected as they start", labels=["decision"])
         decisions.add_metric(["admit"], self.gate.num_admitted)
         decisions.add_metric(["reject"], self.gate.num_rejected)
         yield decisions
@@ -197,9 +200,14 @@ class SaturationCollector(Collector):
 
 
 class ServerMetrics:
-    """The server's registry; sessions report into it, /metrics renders it."""
+    """The server's registry; sessions report into it, /metrics renders it. First-audio and frame latencies
+    are also kept for the last minutes (`recent_ttfp`, `recent_frames`, on `clock`) for the dashboard."""
 
-    def __init__(self, statuses: Callable[[], Iterable[StageStatus]]) -> None:
+    def __init__(self, statuses: Callable[[], Iterable[StageStatus]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.recent_ttfp = RecentHistogram(TTFP_BUCKETS)
+        self.recent_frames = RecentHistogram(FRAME_BUCKETS)
         self.registry = CollectorRegistry()
         self.live_sessions = Gauge("liveserve_live_sessions", "Open realtime sessions", registry=self.registry)
         self.rejected_sessions = Counter("liveserve_rejected_sessions", "Sessions refused at capacity",
@@ -229,6 +237,7 @@ class ServerMetrics:
 
     def observe_ttfp(self, seconds: float) -> None:
         self.ttfp.observe(seconds)
+        self.recent_ttfp.observe(seconds, self.clock())
 
     def watch_admission(self, gate: AdmissionGate, watch: KVWatch) -> None:
         """Export `gate`'s cap and decisions and `watch`'s KV forecasts from now on."""
@@ -238,6 +247,7 @@ class ServerMetrics:
     def observe_frame(self, latency_s: float) -> None:
         self.frame_latency.observe(latency_s)
         self.frames.inc()
+        self.recent_frames.observe(latency_s, self.clock())
 
     def observe_rtf(self, rtf: float) -> None:
         self.rtf.observe(rtf)

@@ -1,4 +1,4 @@
-"""The HTTP/WebSocket server: /v1/realtime, /health, /metrics."""
+"""The HTTP/WebSocket server: /v1/realtime, /health, /metrics and, where allowed, /dashboard."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from starlette.websockets import WebSocketState
 
 from liveserve.admission import KVWatch, make_admission
 from liveserve.config.loader import LiveServeConfig
+from liveserve.dashboard.routes import mount_dashboard
 from liveserve.realtime.auth import ApiKeys, unauthorized
 from liveserve.realtime.errors import RealtimeError
 from liveserve.realtime.ingest_pacer import IngestPacer
@@ -51,8 +52,9 @@ class RealtimeServer:
         self.api_keys = ApiKeys(config.server.api_keys)
         placement = placement or make_placement(config)
         self.orch = Orchestrator(config.pipeline, placement=placement, clock=clock)
-        self.metrics = ServerMetrics(self.orch.status)
+        self.metrics = ServerMetrics(self.orch.status, clock)
         self.sessions: set[RealtimeSession] = set()
+        self.num_rejected = 0  # connections refused at server.max_sessions
         self.gate = make_admission(config.admission, config.duplex.frame_ms / 1000, config.server.max_sessions)
         self.kv_watch = KVWatch(config.admission.forecast_window_s, config.duplex.expected_session_s)
         self.metrics.watch_admission(self.gate, self.kv_watch)
@@ -161,6 +163,7 @@ class RealtimeServer:
 
     async def _reject(self, ws: WebSocket) -> None:
         self.metrics.rejected_sessions.inc()
+        self.num_rejected += 1
         error = RealtimeError("session_capacity_exceeded",
                               f"the server is at its limit of {self.config.server.max_sessions} sessions; "
                               "try again later",
@@ -175,7 +178,8 @@ async def _close_quietly(ws: WebSocket, code: int = 1000) -> None:
             await ws.close(code=code)
 
 
-def create_app(config: LiveServeConfig) -> FastAPI:
+def create_app(config: LiveServeConfig, host: str | None = None) -> FastAPI:
+    """The app serving `config`, bound to `host` (default `server.host`: it decides whether /dashboard is on)."""
     server = RealtimeServer(config)
 
     @contextlib.asynccontextmanager
@@ -183,18 +187,22 @@ def create_app(config: LiveServeConfig) -> FastAPI:
         configure_torch(config.runtime)
         await server.orch.start()
         freeze_startup_objects()
-        watch = asyncio.ensure_future(server.watch())
+        watches = [asyncio.ensure_future(server.watch())]
+        if dashboard is not None:
+            watches.append(asyncio.ensure_future(dashboard.run()))
         try:
             yield
         finally:
-            watch.cancel()
-            await asyncio.gather(watch, return_exceptions=True)
+            for watch in watches:
+                watch.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
             await server.orch.stop()
             if server.response_trace is not None:
                 server.response_trace.close()
 
     app = FastAPI(title="LiveServe", lifespan=lifespan)
     app.state.server = server
+    dashboard = mount_dashboard(app, server, server.api_keys, host or config.server.host)
 
     @app.get("/health")
     async def health() -> JSONResponse:
