@@ -12,7 +12,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_PIP   := $(VLLM_VENV)/bin/pip -q --disable-pip-version-check
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install test serve clean js-example
+.PHONY: install test serve clean js-example browser
 
 $(VLLM_STAMP): tools/vllm_requirements.py Makefile
 	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
@@ -39,12 +39,20 @@ install: $(STAMP) $(VLLM_STAMP)
 
 # Two pytest workers (pytest-xdist), a test file each at a time: a file's module fixtures (a server, a vLLM
 # process) stay in one worker, and most of the suite waits on servers and subprocesses, not on its own core.
-test: install js-example
+test: install js-example browser
 	$(PY) -m pytest -q -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The openai JS SDK example's packages (examples/js, pinned by its package-lock.json), when Node.js is here.
 js-example:
 	if command -v npm >/dev/null; then npm ci --prefix examples/js --no-audit --no-fund --loglevel=error; fi
+
+# Headless Chromium for the dashboard's browser test (tests/liveserve/dashboard): Debian's package, installed when
+# missing where apt-get runs as root; elsewhere the test skips and says why.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium: apt-get failed; the dashboard's browser test will skip"; \
+	else echo "chromium: not installed, and no apt-get as root here to install it; the dashboard's browser test will skip"; fi
 
 # The embedded default, the voice agent (configs/voice-cpu.yaml): Whisper tiny.en -> SmolLM2-135M-Instruct
 # -> Piper on 127.0.0.1:8000; the first answer to /health comes after ~13 s (the GGUF file is read at start).
