@@ -44,8 +44,8 @@ class FusedLinears:
     """Bias-free linears that share their input, run as one GEMM once packed.
 
     Not a module: the member linears keep their parameters (and checkpoint names);
-    `pack()` concatenates their weights into one PackedLinear. Before packing, each
-    member runs on its own. Returns one output per member, in order.
+    `pack()` concatenates their weights into one PackedLinear on their device, in their
+    dtype. Before packing, each member runs on its own. Returns one output per member, in order.
     """
 
     def __init__(self, *linears: nn.Linear) -> None:
@@ -54,7 +54,8 @@ class FusedLinears:
         self.fused: PackedLinear | None = None
 
     def pack(self) -> None:
-        fused = PackedLinear(self.linears[0].in_features, sum(self.sizes), bias=False)
+        first = self.linears[0].weight
+        fused = PackedLinear(first.shape[1], sum(self.sizes), bias=False, device=first.device, dtype=first.dtype)
         with torch.no_grad():
             fused.weight.copy_(torch.cat([linear.weight for linear in self.linears]))
         fused.pack()

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from stages.models.packed_linear import PackedLinear, pack_linears
+from stages.models.qwen3_omni.moe import SwiGLU
 
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 7, 8, 64, 300])
@@ -28,3 +29,13 @@ def test_packing_keeps_the_state_dict():
     names = set(layer.state_dict())
     layer.pack()
     assert set(layer.state_dict()) == names == {"weight", "bias"}
+
+
+def test_fused_linears_pack_on_their_members_device_in_their_dtype():
+    torch.manual_seed(0)
+    mlp = SwiGLU(16, 24).to(torch.float64)  # a dtype oneDNN does not pack: the fused GEMM runs as F.linear
+    x = torch.randn(5, 16, dtype=torch.float64)
+    expected = mlp(x)
+    pack_linears(mlp)
+    assert (mlp.gate_up.fused.weight.dtype, mlp.gate_up.fused.weight.device) == (torch.float64, x.device)
+    torch.testing.assert_close(mlp(x), expected)
