@@ -81,8 +81,12 @@ class LiveServeConfig:
 
 
 def shipped_configs() -> dict[str, Path]:
-    """The configs installed with LiveServe (the repository's configs/), by name without `.yaml`."""
-    root = Path(str(files("liveserve.configs")))
+    """The configs installed with LiveServe (the repository's configs/), by name without `.yaml`; run from a
+    checkout that is not installed, its configs/."""
+    try:
+        root = Path(str(files("liveserve.configs")))
+    except ModuleNotFoundError:
+        root = Path(__file__).resolve().parents[2] / "configs"
     return {path.stem: path for path in sorted(root.glob("*.yaml"))}
 
 
