@@ -10,6 +10,7 @@ from typing import Any
 
 from lab.replay.options import DATASETS, ReplayOptions
 from lab.replay.presets import PRESETS
+from lab.replay.report import report_path, write_replay_report
 from lab.result_json import format_number, write_json
 from lab.server_process import ServerStartError
 from lab.speech import SpeechError
@@ -21,7 +22,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--url", help="realtime URL of a running server on loopback, e.g. ws://127.0.0.1:8000/v1/realtime")
     server.add_argument("--config", type=Path,
                         help="start a fresh server from this YAML (default: the lab's, tiny-omni-cpu)")
-    server.add_argument("--policy", default="fcfs-nooffload", choices=list(PRESETS), help="policy preset of that server")
+    server.add_argument("--policy", default="fcfs-nooffload", choices=list(PRESETS),
+                        help="policy preset of that server")
     add_override_argument(server, "stages.thinker.kv.num_blocks=256, applied after the preset")
     server.add_argument("--simulate", metavar="SPEC",
                         help="simulate the server in virtual time on a shipped sim spec (e.g. qwen3-omni-1xh200) "
@@ -36,7 +38,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     workload.add_argument("--random-range-ratio", type=float, default=0.0,
                           help="random dataset: lengths uniform within +- this fraction")
     workload.add_argument("--model-filter", help="burstgpt: keep rows of this Model only")
-    workload.add_argument("--prompt-audio", action="store_true", help="speak prompts (eSpeak NG, cached) instead of text")
+    workload.add_argument("--prompt-audio", action="store_true",
+                          help="speak prompts (eSpeak NG, cached) instead of text")
     arrivals = parser.add_argument_group("arrivals")
     arrivals.add_argument("--request-rate", type=float, default=math.inf, help="requests per second (inf: all at once)")
     arrivals.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of inter-arrivals (1: Poisson)")
@@ -46,10 +49,12 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     arrivals.add_argument("--trace-arrivals", action="store_true", help="replay the trace's timestamps")
     arrivals.add_argument("--time-scale", type=float, default=1.0, help="trace time multiplier (0.5: twice as fast)")
     client = parser.add_argument_group("client")
-    client.add_argument("--barge-in-prob", type=float, default=0.0, help="probability that the user speaks over a reply")
+    client.add_argument("--barge-in-prob", type=float, default=0.0,
+                        help="probability that the user speaks over a reply")
     client.add_argument("--audio-ms-per-token", type=float, help="reply audio per text token (needed with --url)")
     client.add_argument("--request-timeout", type=float, default=600.0, help="seconds to wait for one reply")
-    parser.add_argument("--result-json", type=Path, help="write the result object here")
+    parser.add_argument("--result-json", type=Path,
+                        help="write the result object here, and an HTML report beside it (.html)")
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
@@ -81,6 +86,8 @@ def run_replay_command(args: argparse.Namespace) -> int:
     print(format_summary(result))
     if args.result_json is not None:
         write_json(args.result_json, result)
+        write_replay_report(report_path(args.result_json), result)
+        print(f"report written to {report_path(args.result_json)}", file=sys.stderr)
     return 0 if result["num_failed"] == 0 else 1
 
 

@@ -1,8 +1,9 @@
-"""results.md: the sweep's table, then its plots, or why a plot was not drawn.
+"""results.md and results.html: the sweep's table, then its plots, or why a plot was not drawn.
 
 The table's columns depend on the command: a replay sweep shows latency, continuity,
 throughput and waste, a duplex sweep per-frame latency, stalls and KV occupancy. Only
-replay sweeps draw plots (`lab.sweep.plots`).
+replay sweeps draw plots (`lab.sweep.plots`). results.html is one file that opens offline:
+the table, the plots embedded, each point's error in full, the spec and its text.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lab.html_report import heading, key_values, page, paragraph, png_figure, preformatted, table
 from lab.sweep.plots import draw_plots
 from lab.sweep.spec import SweepSpec, describe, show
 
 RESULTS_MD = "results.md"
+RESULTS_HTML = "results.html"
 
 # per command: header, path into the result object, format
 REPLAY_COLUMNS = (
@@ -54,9 +57,10 @@ NO_PLOTS = "A duplex sweep draws no plots; each point's whole result (its timeli
 
 
 def write_report(spec: SweepSpec, records: list[dict[str, Any]], out_dir: Path) -> None:
-    """Draw the plots (replay) into `out_dir`, then write `out_dir/results.md` about `records`."""
+    """Draw the plots (replay) into `out_dir`, then write `out_dir/results.md` and `results.html` about `records`."""
     plots = draw_plots(spec, records, out_dir) if spec.command == "replay" else {}
     (out_dir / RESULTS_MD).write_text(render_markdown(spec, records, plots), encoding="utf-8")
+    (out_dir / RESULTS_HTML).write_text(render_html(spec, records, plots, out_dir), encoding="utf-8")
 
 
 def render_markdown(spec: SweepSpec, records: list[dict[str, Any]], plots: dict[str, str | None]) -> str:
@@ -81,18 +85,45 @@ def render_markdown(spec: SweepSpec, records: list[dict[str, Any]], plots: dict[
     return "\n".join(lines) + "\n"
 
 
+def render_html(spec: SweepSpec, records: list[dict[str, Any]], plots: dict[str, str | None], out_dir: Path) -> str:
+    """The report as one HTML document: the summary, the table, the plots drawn into `out_dir` (embedded) or why
+    not, the spec's shared settings and grid, and the spec file's text."""
+    num_failed = sum(record["error"] is not None for record in records)
+    shared = describe(spec.shared) or "the defaults"
+    header, rows = _rows(spec, records)
+    figures = [png_figure((out_dir / name).read_bytes(), name) if reason is None
+               else paragraph(f"{name} not drawn: {reason}.", quiet=True) for name, reason in plots.items()]
+    spec_text = spec.source.read_text(encoding="utf-8") if spec.source.is_file() else f"({spec.source} is gone)"
+    return page(f"Sweep {spec.source}", [
+        paragraph(f"{len(records)} points, {num_failed} failed. Every point: {shared}."),
+        table(header, rows, error_column="error"),
+        paragraph(DEFINITIONS[spec.command], quiet=True),
+        heading("Plots"), *(figures or [paragraph(NO_PLOTS, quiet=True)]),
+        heading("Spec"), key_values({"command": spec.command, **spec.shared,
+                                     **{f"grid.{name}": list(values) for name, values in spec.grid.items()}}),
+        preformatted(spec_text),
+    ])
+
+
 def _table(spec: SweepSpec, records: list[dict[str, Any]]) -> list[str]:
+    header, rows = _rows(spec, records)
+    escaped = [[cell.replace("|", "\\|").replace("\n", " ") for cell in row] for row in rows]
+    return ["| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *escaped]]
+
+
+def _rows(spec: SweepSpec, records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and its rows of formatted cells (`-`: no value), one row per record."""
     with_errors = any(record["error"] is not None for record in records)
     columns = COLUMNS[spec.command]
     header = [*spec.grid, *(title for title, _, _ in columns), *(["error"] if with_errors else [])]
-    rows = [header, ["---"] * len(header)]
+    rows = []
     for record in records:
         row = [_cell(show(name, record["point"][name])) for name in spec.grid]
         row += [_cell(_lookup(record["result"], keys), fmt) for _, keys, fmt in columns]
         if with_errors:
             row.append(_cell(record["error"]))
         rows.append(row)
-    return ["| " + " | ".join(row) + " |" for row in rows]
+    return header, rows
 
 
 def _lookup(result: dict[str, Any] | None, keys: tuple[str, ...]) -> Any:
@@ -107,4 +138,4 @@ def _cell(value: Any, fmt: str = "{}") -> str:
         return "-"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return fmt.format(value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return str(value)

@@ -24,7 +24,8 @@ MS_PER_TOKEN = 240.0  # tiny-omni: 3 codec frames of 80 ms per text token
 SHAREGPT = [
     {"id": "a", "conversations": [{"from": "human", "value": "Name three rivers in Europe, please."},
                                   {"from": "gpt", "value": "The Danube, the Rhine and the Seine."}]},
-    {"id": "b", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "Hello! How can I help?"}]},
+    {"id": "b", "conversations": [{"from": "human", "value": "hi"},
+                                  {"from": "gpt", "value": "Hello! How can I help?"}]},
     {"id": "c", "conversations": [{"from": "human", "value": "What is the boiling point of water at sea level?"},
                                   {"from": "gpt", "value": "It boils at 100 degrees Celsius at sea level."}]},
 ]
@@ -97,6 +98,8 @@ def test_cli_starts_a_fresh_server_per_run_and_writes_the_result(tmp_path, capsy
     assert sum(by_stage.values()) == result["kv"]["peak_device_blocks"]
     assert 0 < result["kv"]["mean_device_blocks"] <= result["kv"]["peak_device_blocks"]
     assert result["kv"]["reload_ms_on_path"] is None  # no host tier in this build: not exported
+    report = (tmp_path / "result.html").read_text()  # beside the JSON
+    assert report.count('src="data:image/png;base64,') == 2 and "fcfs scheduling, no KV offload" in report
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -243,4 +244,17 @@ def test_plots_without_an_axis_or_values_are_skipped_and_said_so(tmp_path):
     assert "![continuity.png](continuity.png)" in markdown
     assert "- `waste.png` not drawn: the grid does not vary barge_in_prob." in markdown
     written = sorted(path.name for path in (tmp_path / "out").iterdir())
-    assert written == ["continuity.png", "results.json", "results.md"]
+    assert written == ["continuity.png", "results.html", "results.json", "results.md"]
+    assert "frontier.png not drawn: no point has both" in (tmp_path / "out" / "results.html").read_text()
+
+
+def test_the_html_report_holds_the_table_the_plots_and_the_spec_in_one_file(full_sweep):
+    _, out, _ = full_sweep
+    report = (out / "results.html").read_text()
+    assert report.startswith("<!DOCTYPE html>") and "8 points, 1 failed." in report
+    row = "<tr><td>liveserve</td><td>4</td><td>0.5</td><td>400.0</td><td>600.0</td><td>200.0</td><td>1.000</td>"
+    assert row in report
+    assert "<td class=error>server exited with code 1\nsee its log</td>" in report  # the error in full
+    assert report.count('src="data:image/png;base64,') == 4
+    assert not re.search(r'(src|href)="(?!data:)', report)  # nothing outside the file
+    assert "grid.max_concurrency" in report and "barge_in_prob: [0.0, 0.5]" in report  # the spec and its text

@@ -96,7 +96,7 @@ def test_a_duplex_sweep_runs_through_the_same_runner_and_tabulates_its_figures(t
     assert ("| 4 | stages.thinker.kv.num_blocks=64, server.max_sessions=8 | 4 | 0 | 12.0 | 160.0 | 6.2 | 0 | 0.500 "
             "| - | 300.0 |") in markdown
     assert "A duplex sweep draws no plots" in markdown
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "results.md"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.html", "results.json", "results.md"]
 
 
 @pytest.mark.parametrize("command, shared", [("replay", "num_requests: 1"), ("duplex", "sessions: 1")])
