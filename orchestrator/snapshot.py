@@ -28,10 +28,11 @@ class SessionSnapshot:
       here by the policy's rule, not read from the stage: a stage that stopped pacing for want of KV room
       serves what this calls held.
     - `context_tokens`: the thinker context's positions; `device_tokens`: those the thinker stage reports
-      with KV on the device; `kv_place`: `device` (all but a reply's unfed last token), else inferred, since
-      a stage reports only what is on the device: `host` (the rest is on the stage's host tier, not needed
-      yet), `in transfer` (needed now while the host tier holds blocks: a preload or load), `pending`
-      (to compute: no host tier, or nothing on it).
+      with KV on the device (None: it reports none, as vLLM's does not); `kv_place`: `device` (all but a
+      reply's unfed last token), else inferred, since a stage reports only what is on the device: `host`
+      (the rest is on the stage's host tier, not needed yet), `in transfer` (needed now while the host tier
+      holds blocks: a preload or load), `pending` (to compute: no host tier, or nothing on it); `unknown`
+      where the stage reports no tokens.
     - `next_use_s`: seconds until the context is needed next (0: now). Times are the orchestrator's clock.
     """
 
@@ -41,7 +42,7 @@ class SessionSnapshot:
     playback_buffer_ms: float
     urgency: str
     context_tokens: int
-    device_tokens: int
+    device_tokens: int | None
     kv_place: str
     next_use_s: float
     last_barge_in_at: float | None
@@ -62,19 +63,20 @@ def take_snapshot(config: PipelineConfig, controllers: Iterable[InteractionContr
                   board: PlaybackBoard, streaming: Collection[str], now: float) -> PipelineSnapshot:
     """The snapshot of `controllers` (`streaming`: the ids of sessions in duplex mode) and `statuses`."""
     thinker = next((s for s in statuses if s.name == config.thinker.name), None)
-    device_tokens = _tokens_per_session(thinker.resident_tokens if thinker is not None else {})
+    reports = thinker is not None and (bool(thinker.resident_tokens) or not thinker.num_requests)
+    device_tokens = _tokens_per_session(thinker.resident_tokens) if reports else None
     host_used = thinker.kv_counters.get("host_blocks_used") if thinker is not None else None
     params = config.thinker.scheduler.params if config.thinker.scheduler.policy == "urgency" else None
     if config.thinker.scheduler.policy == "urgency" and params is None:
         params = UrgencyParams()
-    sessions = [_session(c, board, params, device_tokens.get(c.session_id, 0), host_used, c.session_id in streaming,
-                         now) for c in controllers]
+    sessions = [_session(c, board, params, None if device_tokens is None else device_tokens.get(c.session_id, 0),
+                         host_used, c.session_id in streaming, now) for c in controllers]
     sessions.sort(key=lambda s: s.opened_at, reverse=True)
     return PipelineSnapshot(now, tuple(sessions), tuple(statuses), _host_blocks(config, statuses))
 
 
 def _session(controller: InteractionController, board: PlaybackBoard, params: UrgencyParams | None,
-             device_tokens: int, host_used: float | None, is_streaming: bool, now: float) -> SessionSnapshot:
+             device_tokens: int | None, host_used: float | None, is_streaming: bool, now: float) -> SessionSnapshot:
     session, playback = controller.session, controller.monitor.playback
     hint = session.interaction.next_use.hint(now)
     buffer_ms = playback.buffer_ms(now)
@@ -85,7 +87,8 @@ def _session(controller: InteractionController, board: PlaybackBoard, params: Ur
         session_id=controller.session_id, opened_at=controller.opened_at,
         state=_state(controller, is_streaming, generating, buffer_ms), playback_buffer_ms=buffer_ms, urgency=urgency,
         context_tokens=context_tokens, device_tokens=device_tokens,
-        kv_place=_kv_place(context_tokens - device_tokens, host_used, hint.needed_now),
+        kv_place="unknown" if device_tokens is None else _kv_place(context_tokens - device_tokens, host_used,
+                                                                   hint.needed_now),
         next_use_s=hint.at(now) - now, last_barge_in_at=controller.last_barge_in_at)
 
 

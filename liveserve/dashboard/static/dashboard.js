@@ -41,7 +41,7 @@ function sessionRow(s) {
                               "data-barge-in": s.last_barge_in ? "last" : (s.barge_in_s === null ? "" : "earlier")});
   row.append(el("td", s.id, {class: "id"}), el("td", s.state, {class: "state " + s.state.replace(" ", "-")}),
              el("td", s.buffer_ms + " ms"), el("td", s.urgency || "–", {class: "urgency " + s.urgency}),
-             el("td", s.device_tokens + " / " + s.context_tokens), el("td", s.kv, {class: "kv " + s.kv.replace(" ", "-")}),
+             el("td", (s.device_tokens ?? "–") + " / " + s.context_tokens), el("td", s.kv, {class: "kv " + s.kv.replace(" ", "-")}),
              el("td", s.next_use_s === 0 ? "now" : seconds(s.next_use_s)), el("td", mark), el("td", seconds(s.age_s)));
   if (s.last_barge_in) row.classList.add("barged");
   return row;

@@ -53,6 +53,10 @@ class PageWatch:
             self.occupancy.setdefault(stage, set()).add(device)
         return page
 
+    def state(self, session_id: str) -> str | None:
+        """The state the latest reading shows for `session_id` (None: no row)."""
+        return next((state for session, state, _ in self.latest["sessions"] if session == session_id), None)
+
     async def until(self, condition, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition(await self.read()):
@@ -69,10 +73,11 @@ async def spoken_turn(client: Client) -> None:
     await client.next("response.done")
 
 
-async def barged_in_turn(client: Client) -> None:
-    """A long reply starts; the user speaks over its audio, which cuts it."""
+async def barged_in_turn(client: Client, watch: PageWatch, session_id: str) -> None:
+    """A long reply starts and the page shows it generating; the user speaks over its audio, which cuts it."""
     await client.ask("Tell me a story.", max_output_tokens=400, liveserve={"ignore_eos": True})
     await client.next("response.output_audio.delta")
+    await watch.until(lambda page: watch.state(session_id) == "generating")
     await client.append(np.concatenate([fixture_pcm16("bargein_wait_espeak_24k.wav"), silence(300)]))
     await client.next("conversation.item.truncated", timeout=10)
 
@@ -89,7 +94,7 @@ def test_the_dashboard_shows_two_live_sessions_their_states_a_barge_in_and_the_k
                 a, b = Client(ws_a), Client(ws_b)
                 ids = [(await a.next("session.created"))["session"]["id"],
                        (await b.next("session.created"))["session"]["id"]]
-                await asyncio.gather(spoken_turn(a), barged_in_turn(b))
+                await asyncio.gather(spoken_turn(a), barged_in_turn(b, watch, ids[1]))
                 await watch.until(lambda page: dict((s, m) for s, _, m in page["sessions"]).get(ids[1]) == "last")
                 watching.cancel()
                 shot = await browser.screenshot(tmp_path / "dashboard.png")

@@ -67,6 +67,8 @@ def test_a_session_goes_listening_speaking_generating_playing_and_is_marked_when
             context = controller.session.context.num_tokens
             places = [session(thinker_status({h.thinker_id: tokens}, host)).kv_place
                       for tokens, host in ((context, 4), (context - 1, None), (3, None), (3, 4))]
+            vllm = dataclasses.replace(thinker_status({}), num_requests=1)  # holds requests, reports no tokens
+            places.append(session(vllm).kv_place)
             h.clock.t = 0.35
             await h.speak(300)  # speech over the playing reply: a barge-in
             seen.append(session())
@@ -82,4 +84,4 @@ def test_a_session_goes_listening_speaking_generating_playing_and_is_marked_when
     assert seen[3].context_tokens > seen[0].context_tokens and seen[0].device_tokens == 0
     # All on the device (or all but the reply's unfed last token); else off it: on the host tier when it has one,
     # in transfer once needed
-    assert places == ["device", "device", "pending", "host", "in transfer"]
+    assert places == ["device", "device", "pending", "host", "unknown", "in transfer"]
