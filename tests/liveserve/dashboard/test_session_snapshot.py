@@ -43,12 +43,18 @@ def test_a_session_goes_listening_speaking_generating_playing_and_is_marked_when
         async with InteractionHarness(urgent_pipeline()) as h:
             config, controller = h.orch.config, h.controller
 
-            def session(status: StageStatus | None = None):
+            def session(status: StageStatus | None = None, streaming: tuple[str, ...] = ()):
                 statuses = [status or thinker_status({})]
-                snapshot = take_snapshot(config, [controller], statuses, h.orch.board, (), h.clock())
+                snapshot = take_snapshot(config, [controller], statuses, h.orch.board, streaming, h.clock())
                 return snapshot.sessions[0]
 
-            seen = [session()]
+            def detection(value):
+                return h.client("session.update", session={"audio": {"input": {"turn_detection": value}}})
+
+            await detection(None)  # the client commits turns itself
+            seen = [session(), session(streaming=(controller.session_id,))]
+            await detection({"type": "server_vad"})
+            seen.append(session())
             await h.speak(600)  # speech started, not yet ended
             seen.append(session())
             await h.speak(0, then_silence_ms=700)  # the turn ends: a reply starts, no audio yet
@@ -76,12 +82,14 @@ def test_a_session_goes_listening_speaking_generating_playing_and_is_marked_when
             return seen, places
 
     seen, places = asyncio.run(scenario())
-    assert [s.state for s in seen] == ["listening", "user speaking", "generating", "playing", "user speaking"]
-    assert seen[2].urgency == "u1"  # no first audio yet
-    assert seen[3].urgency == "" and seen[3].playback_buffer_ms == 340.0  # generated: 640 ms delivered, 300 played
-    assert [s.last_barge_in_at for s in seen] == [None] * 4 + [0.35]
-    assert seen[1].next_use_s == 0 and seen[3].next_use_s > 0.3  # needed now while the user speaks
-    assert seen[3].context_tokens > seen[0].context_tokens and seen[0].device_tokens == 0
+    assert [s.state for s in seen] == ["idle", "duplex", "listening", "user speaking", "generating", "playing",
+                                       "user speaking"]
+    idle, _, listening, speaking, generating, playing, barging = seen
+    assert generating.urgency == "u1"  # no first audio yet
+    assert playing.urgency == "" and playing.playback_buffer_ms == 340.0  # generated: 640 ms delivered, 300 played
+    assert [s.last_barge_in_at for s in seen] == [None] * 6 + [0.35]
+    assert speaking.next_use_s == 0 and playing.next_use_s > 0.3  # needed now while the user speaks
+    assert playing.context_tokens > listening.context_tokens and idle.device_tokens == 0
     # All on the device (or all but the reply's unfed last token); else off it: on the host tier when it has one,
     # in transfer once needed
     assert places == ["device", "device", "pending", "host", "unknown", "in transfer"]
