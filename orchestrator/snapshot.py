@@ -66,9 +66,7 @@ def take_snapshot(config: PipelineConfig, controllers: Iterable[InteractionContr
     reports = thinker is not None and (bool(thinker.resident_tokens) or not thinker.num_requests)
     device_tokens = _tokens_per_session(thinker.resident_tokens) if reports else None
     host_used = thinker.kv_counters.get("host_blocks_used") if thinker is not None else None
-    params = config.thinker.scheduler.params if config.thinker.scheduler.policy == "urgency" else None
-    if config.thinker.scheduler.policy == "urgency" and params is None:
-        params = UrgencyParams()
+    params = _urgency_params(config)
     sessions = [_session(c, board, params, None if device_tokens is None else device_tokens.get(c.session_id, 0),
                          host_used, c.session_id in streaming, now) for c in controllers]
     sessions.sort(key=lambda s: s.opened_at, reverse=True)
@@ -90,6 +88,12 @@ def _session(controller: InteractionController, board: PlaybackBoard, params: Ur
         kv_place="unknown" if device_tokens is None else _kv_place(context_tokens - device_tokens, host_used,
                                                                    hint.needed_now),
         next_use_s=hint.at(now) - now, last_barge_in_at=controller.last_barge_in_at)
+
+
+def _urgency_params(config: PipelineConfig) -> UrgencyParams | None:
+    """The thinker's urgency parameters (the defaults where none are given); None under another policy."""
+    scheduler = config.thinker.scheduler
+    return (scheduler.params or UrgencyParams()) if scheduler.policy == "urgency" else None
 
 
 def _state(controller: InteractionController, is_streaming: bool, generating: bool, buffer_ms: float) -> str:
