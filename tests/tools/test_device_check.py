@@ -48,13 +48,13 @@ def test_the_dry_run_runs_every_section_on_the_cpu(dry_run):
         assert (report[name]["status"], report[name]["dry_run"]) == ("ran", True), report[name]
     markdown = (out / "device_check.md").read_text()
     assert all(f"## {name}" in markdown for name in SECTIONS)
-    assert not (REPO / "liveserve" / "configs").exists()  # installed here: no link was needed
 
 
 def test_parity_of_the_cpu_with_itself_is_exact(dry_run):
     parity = dry_run[0]["parity"]
     assert parity["equal"] and parity["float32"]["audio_max_abs_diff"] == 0.0
-    assert parity["low_precision"]["status"] == "skipped"  # bfloat16 stages compute on a GPU only
+    low = parity["low_precision"]  # thinker and talker in bf16 on the CPU: a turn, compared, not required equal
+    assert (low["status"], low["dtype"], low["turn_status"], low["text_tokens"]) == ("ran", "bfloat16", "incomplete", 8)
     assert parity["qwen3_omni"]["status"] == "ran" and parity["qwen3_omni"]["equal"]
 
 
