@@ -20,6 +20,7 @@ from stages.plan import StageOutput
 from stages.scheduler import Scheduler
 from stages.shared_device import SharedDevice
 from stages.stage_spec import StageSpec
+from stages.step_trace import StepTrace
 
 FILLER_WORD = " the"  # every token a simulated thinker generates
 
@@ -61,7 +62,8 @@ def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpe
                            on_transfer_done: Callable[[], None], jitter: float = 0.0) -> StageEngine:
     """The engine of `spec` with its KV pool shaped as `model` (bf16, no bytes: the meta device) and its
     host tier's transfers run by the caller (`tier.worker.run_chunk`), priced at the device's link rate; its
-    steps spread by `jitter` (seeded by the spec's name: the same run twice, the same steps)."""
+    steps spread by `jitter` (seeded by the spec's name: the same run twice, the same steps). With the spec's
+    `trace_path` (`runtime.trace_dir`) it writes its step timeline there as a real engine does, in virtual time."""
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
         pool = KVPoolConfig(num_blocks=spec.kv.num_blocks, block_size=spec.kv.block_size, num_layers=model.num_layers,
@@ -73,7 +75,9 @@ def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpe
                             copier_type=LinkCopier)
         residency = build_residency(spec, kv, view)
     runner = SimulatedRunner(spec.kind, model, device, placeholders(spec), spec.window, jitter, spec.name)
-    return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency, board), runner, emit)
+    trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
+    return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency, board), runner, emit,
+                       trace=trace)
 
 
 def placeholders(spec: StageSpec) -> Placeholders:

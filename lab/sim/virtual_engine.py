@@ -52,6 +52,8 @@ class VirtualEngine:
         for task in self.tasks:
             task.cancel()
         self.engine.scheduler.residency.close()
+        if self.engine.trace is not None:
+            self.engine.trace.close()
 
     async def _run(self) -> None:
         engine = self.engine

@@ -1,5 +1,6 @@
 """`bench replay --simulate`: the real server, client and policies in virtual time over priced steps."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,18 @@ def _overrides(*texts):
     from liveserve.config.document import Override
 
     return tuple(Override.parse(t) for t in texts)
+
+
+def test_runtime_trace_dir_writes_each_stage_s_steps_in_virtual_time(tmp_path):
+    """`--set runtime.trace_dir=DIR` traces a simulated run as a real one: a line per step that did something,
+    its clock and its step time virtual (a step's time is its price, not the wall time it took to simulate)."""
+    replay(num_requests=4, overrides=_overrides(f"runtime.trace_dir={tmp_path}"))
+    steps = [json.loads(line) for line in (tmp_path / "thinker.jsonl").read_text().splitlines()]
+    assert steps and all(step["t"] >= 0 for step in steps)
+    ran = [step for step in steps if step["run"]]
+    assert ran and all(step["dt"] > 0 for step in ran)
+    assert {path.name for path in tmp_path.iterdir()} >= {"encoder.jsonl", "talker.jsonl", "vocoder.jsonl",
+                                                          "responses.jsonl"}
 
 
 def test_a_node_spec_runs_a_replica_of_each_stage_per_gpu(monkeypatch):
