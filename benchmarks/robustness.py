@@ -1,0 +1,150 @@
+"""Issue 47's randomized grid nobody can tune to: FCFS+LRU against the shipped policies over seeded scenarios.
+
+    .venv/bin/python benchmarks/robustness.py --seed S --scenarios 200 --out DIR [--workers 2] [--confirm K]
+
+Draws `--scenarios` scenarios of grid `--seed` (benchmarks/robustness_scenarios.py; without --seed one is drawn
+and printed: any new seed is a fresh grid), writes each one's sample (benchmarks/robustness_workloads.py), and
+runs each in the simulator (`--spec`, tiny-omni-cpu fitted to this 2-core machine): FCFS+LRU and the shipped
+policies on the same plan, and FCFS+LRU unloaded (benchmarks/robustness_runs.py). Scenarios run in `--workers`
+processes: the simulator's time is virtual, so sharing the cores changes how long a run takes, not its figures.
+
+DIR gets `summary.json` (the seed, spec, the wall time of this invocation's runs, the aggregates and issue 47's
+criteria, the regions, and `scenarios`: one entry a scenario with its `parameters`, `p90_ratio`, `loaded`,
+`continuity_delta`, `pools`, `working_set` and each run's figures; see benchmarks/robustness_summary.py), `ratios.png`,
+and `scenarios/NNN/` (the sample and `entry.json`; a scenario whose entry.json is there with the same parameters
+is not run again, so an interrupted grid resumes). `--keep-runs` keeps every run's whole result JSON there.
+`--confirm K` then re-runs the worst K and a random K scenarios for real (benchmarks/robustness_confirm.py).
+`--max-requests N` caps each scenario's requests (a quick run, not the grid). Exit status: 0 when every
+criterion holds, 1 when one does not, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import secrets
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from multiprocessing import get_context
+from pathlib import Path
+
+from robustness_confirm import confirm
+from robustness_runs import SIM_SPEC, run_scenario
+from robustness_scenarios import Scenario, draw_scenarios
+from robustness_summary import error_entry, format_table, parameters, plot_ratios, scenario_entry, summarize
+from robustness_workloads import SHAREGPT_PATH, Workload, sharegpt_pool, write_workload
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    seed = secrets.randbelow(2**31) if args.seed is None else args.seed
+    print(f"grid seed {seed}, {args.scenarios} scenarios, spec {args.spec}", file=sys.stderr)
+    scenarios = [_capped(s, args.max_requests) for s in draw_scenarios(seed, args.scenarios)]
+    if any(s.source == "sharegpt" for s in scenarios) and not SHAREGPT_PATH.is_file():
+        print(f"error: {SHAREGPT_PATH} is missing: run benchmarks/prepare_sharegpt.py first", file=sys.stderr)
+        return 2
+    workloads = prepare(scenarios, seed, args.out)
+    started = time.perf_counter()
+    entries = run_grid(scenarios, workloads, args)
+    summary = {"seed": seed, "spec": args.spec, "workers": args.workers, "wall_s": round(time.perf_counter() - started),
+               **summarize(entries), "scenarios": entries}
+    write_summary(args.out, summary)
+    print(format_table(summary))
+    if args.confirm:
+        summary["confirmations"] = confirm(entries, scenarios, workloads, args.confirm, seed, args.out)
+        write_summary(args.out, summary)
+    return 0 if summary["criteria"]["all_hold"] else 1
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, help="the grid's seed (default: drawn now, and printed)")
+    parser.add_argument("--scenarios", type=int, default=200)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--workers", type=int, default=1, help="scenarios simulated at once, in processes")
+    parser.add_argument("--spec", default=SIM_SPEC, help="the simulation spec")
+    parser.add_argument("--confirm", type=int, default=0, metavar="K", help="re-run the worst K and a random K "
+                        "scenarios for real (a fresh server on 127.0.0.1 a run; minutes each)")
+    parser.add_argument("--max-requests", type=int, help="at most this many requests a scenario (a quick run)")
+    parser.add_argument("--keep-runs", action="store_true", help="keep every run's result JSON")
+    args = parser.parse_args(argv)
+    for name in ("scenarios", "workers", "max_requests"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def _capped(scenario: Scenario, max_requests: int | None) -> Scenario:
+    if max_requests is None or scenario.total_requests <= max_requests:
+        return scenario
+    return replace(scenario, num_requests=max(1, max_requests // scenario.turns))
+
+
+def prepare(scenarios: list[Scenario], seed: int, out: Path) -> dict[int, Workload]:
+    """Every scenario's sample, written into its folder (ShareGPT's drawn from one pool of the grid's seed)."""
+    pool = sharegpt_pool(seed) if any(s.source == "sharegpt" for s in scenarios) else []
+    return {s.index: write_workload(s, scenario_dir(out, s.index), pool) for s in scenarios}
+
+
+def scenario_dir(out: Path, index: int) -> Path:
+    return out / "scenarios" / f"{index:03d}"
+
+
+def run_grid(scenarios: list[Scenario], workloads: dict[int, Workload], args: argparse.Namespace) -> list[dict]:
+    """Each scenario's entry, in order: the one already in its folder, or a new run's."""
+    entries = {s.index: entry for s in scenarios if (entry := _done(args.out, s)) is not None}
+    todo = [s for s in scenarios if s.index not in entries]
+    jobs = [(s, workloads[s.index], args.spec, scenario_dir(args.out, s.index), args.keep_runs) for s in todo]
+    if args.workers == 1:
+        results = map(simulate_scenario, *zip(*jobs)) if jobs else []
+    else:
+        executor = ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"))
+        results = executor.map(simulate_scenario, *zip(*jobs)) if jobs else []
+    for count, entry in enumerate(results, start=1):
+        entries[entry["index"]] = entry
+        print(f"[{count}/{len(todo)}] {_progress(entry)}", file=sys.stderr, flush=True)
+    if args.workers > 1:
+        executor.shutdown()
+    return [entries[s.index] for s in scenarios]
+
+
+def _done(out: Path, scenario: Scenario) -> dict | None:
+    path = scenario_dir(out, scenario.index) / "entry.json"
+    if not path.is_file():
+        return None
+    entry = json.loads(path.read_text())
+    return entry if entry["parameters"] == json.loads(json.dumps(parameters(scenario))) else None
+
+
+def simulate_scenario(scenario: Scenario, workload: Workload, spec: str, directory: Path, keep: bool) -> dict:
+    """Run one scenario in the simulator and write its entry.json (an error entry if it could not run)."""
+    logging.disable(logging.WARNING)  # the KV forecast's warnings, hundreds a run
+    try:
+        entry = scenario_entry(scenario, run_scenario(scenario, workload, spec, directory / "runs" if keep else None))
+    except Exception as exc:  # one scenario's failure is a result of the grid, not its end
+        entry = error_entry(scenario, f"{type(exc).__name__}: {exc}")
+    (directory / "entry.json").write_text(json.dumps(entry, indent=1))
+    return entry
+
+
+def _progress(entry: dict) -> str:
+    if "error" in entry:
+        return f"scenario {entry['index']}: error: {entry['error']}"
+    wall = sum(run["wall_s"] for run in entry["runs"].values())
+    loaded = " loaded" if entry["loaded"] else ""
+    delta = "-" if entry["continuity_delta"] is None else f"{entry['continuity_delta']:+.3f}"
+    return f"scenario {entry['index']}: ratio {entry['p90_ratio']:.2f}{loaded}, continuity {delta}, {wall:.0f} s"
+
+
+def write_summary(out: Path, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False))
+    plot_ratios(summary["scenarios"], out / "ratios.png")
+    print(f"written: {out / 'summary.json'}, {out / 'ratios.png'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""One robustness scenario's runs: FCFS+LRU and the shipped policies on the same plan, and FCFS unloaded.
+
+Every run is a `liveserve bench replay` of the scenario's sample through lab.replay's API: in the simulator
+(`simulate`: a sim spec, virtual time) or, with `simulate` None, for real on a fresh server on 127.0.0.1.
+The KV pools: where the scenario's share is 1 (everything fits), pools holding every session in flight
+(`fits_blocks`); otherwise FCFS+LRU first runs with those pools to measure the working set (the peak thinker
+and talker blocks), then both policies run with the share of it (never below the largest session's context).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from robustness_scenarios import Scenario
+from robustness_workloads import Workload, fits_blocks, largest_session_blocks
+
+from lab.replay.options import ReplayOptions
+from lab.replay.run import run_replay
+from lab.sim.replay import run_simulated_replay
+from liveserve.config.document import Override
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM_SPEC = str(ROOT / "configs" / "sim" / "tiny-omni-cpu.yaml")
+FCFS, SHIPPED, UNLOADED, FITS = "fcfs-lru", "liveserve", "unloaded", "fcfs-lru-fits"
+UNLOADED_REQUESTS = 16  # the unloaded run's sample: the first requests (or sessions of up to that many turns)
+
+
+def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None = None) -> dict:
+    """{"pools", "working_set" (None where everything fits), "runs": {name: figures and `wall_s`}} (see
+    `run_figures`); with `keep`, each run's whole result JSON is written there as NAME.json."""
+    run = _runner(scenario, workload, simulate, keep)
+    fits = fits_blocks(workload, scenario.users, scenario.spoken)
+    runs, working_set, pools = {}, None, fits
+    if scenario.pool_share < 1.0:
+        runs[FITS] = run(FITS, FCFS, fits)
+        working_set = {stage: int(runs[FITS]["peak_blocks"][stage]) for stage in fits}
+        floor = largest_session_blocks(workload, scenario.spoken)
+        pools = {stage: max(floor[stage], math.ceil(scenario.pool_share * working_set[stage])) for stage in fits}
+    runs[FCFS] = run(FCFS, FCFS, pools)
+    runs[SHIPPED] = run(SHIPPED, SHIPPED, pools)
+    runs[UNLOADED] = run(UNLOADED, FCFS, fits)
+    return {"pools": pools, "working_set": working_set, "runs": runs}
+
+
+def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None):
+    def run(name: str, policy: str, pools: dict[str, int]) -> dict:
+        make = unloaded_options if name == UNLOADED else replay_options
+        options = make(scenario, workload, policy, pools, simulate)
+        started = time.perf_counter()
+        result = replay(options)
+        wall_s = time.perf_counter() - started
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{name}.json").write_text(json.dumps(result))
+        return {**run_figures(result), "wall_s": round(wall_s, 2)}
+    return run
+
+
+def replay_options(scenario: Scenario, workload: Workload, policy: str, pools: dict[str, int],
+                   simulate: str | None) -> ReplayOptions:
+    """The scenario's replay under `policy` with thinker and talker pools of `pools` blocks."""
+    return ReplayOptions(
+        dataset=scenario.source, dataset_path=workload.path, num_requests=len(workload.sessions), seed=scenario.seed,
+        request_rate=scenario.request_rate, burstiness=scenario.burstiness, max_concurrency=scenario.users,
+        hold_until_heard=scenario.hold_until_heard, prompt_audio=scenario.spoken,
+        barge_in_prob=scenario.barge_in_prob, policy=policy, simulate=simulate,
+        overrides=tuple(Override(("stages", stage, "kv", "num_blocks"), blocks) for stage, blocks in pools.items()),
+    )
+
+
+def unloaded_options(scenario: Scenario, workload: Workload, policy: str, pools: dict[str, int],
+                     simulate: str | None) -> ReplayOptions:
+    """One user at a time over the first requests of the sample, no barge-in: what `loaded` compares with."""
+    sessions = max(1, UNLOADED_REQUESTS // scenario.turns)
+    options = replay_options(scenario, workload, policy, pools, simulate)
+    return replace(options, num_requests=min(sessions, len(workload.sessions)), request_rate=math.inf,
+                    max_concurrency=1, hold_until_heard=False, barge_in_prob=0.0)
+
+
+def replay(options: ReplayOptions) -> dict[str, Any]:
+    """The replay's result object, simulated or real; its progress lines are dropped."""
+    with open(os.devnull, "w") as quiet:
+        return (run_replay if options.simulate is None else run_simulated_replay)(options, log=quiet)
+
+
+def run_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """What the grid keeps of a run: audio TTFP, continuity, outcomes, waste and KV figures."""
+    kv, ttfp = result.get("kv") or {}, result["audio_ttfp_ms"]
+    return {
+        "ttfp_p50_ms": ttfp["p50"], "ttfp_p90_ms": ttfp["p90"], "ttfp_p99_ms": ttfp["p99"],
+        "continuity": result["continuity_ok_rate"], "requests": result["num_requests"],
+        "completed": result["num_completed"], "cancelled": result["num_cancelled"], "failed": result["num_failed"],
+        "waste": result["wasted_token_ratio"], "preemptions": kv.get("preemptions"),
+        "reload_on_path_ms": kv.get("reload_ms_on_path"), "peak_blocks": kv.get("peak_device_blocks_by_stage"),
+    }
+

@@ -1,0 +1,172 @@
+"""benchmarks/robustness.py: the seeded scenario sampler, the samples it writes, the summary's verdicts, and a
+tiny grid end to end in the simulator."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+import robustness
+from robustness_confirm import pick
+from robustness_scenarios import (
+    ARRIVALS,
+    GAMMA_SHAPES,
+    MIN_SHARE,
+    POISSON_RATES,
+    SOURCES,
+    SPOKEN_MAX_PROMPT,
+    USERS,
+    draw_scenario,
+    draw_scenarios,
+)
+from robustness_summary import criteria, scenario_entry, summarize
+from robustness_workloads import SERVED_BLOCKS, Exchange, fits_blocks, largest_session_blocks, write_workload
+
+from lab.workloads import load_burstgpt, load_interactive, load_sharegpt
+from stages.models.tokenizer import TextTokenizer
+
+
+def test_the_sampler_is_deterministic_per_seed_and_a_grid_is_a_prefix_of_a_larger_one():
+    grid = draw_scenarios(5, 40)
+    assert grid == draw_scenarios(5, 40)
+    assert draw_scenarios(5, 10) == grid[:10]
+    assert draw_scenarios(6, 40) != grid
+    assert [s.index for s in grid] == list(range(40))
+
+
+def test_the_sampler_covers_every_dimension_s_range():
+    grid = draw_scenarios(11, 400)
+    assert {s.source for s in grid} == set(SOURCES)
+    assert {s.arrival for s in grid} == set(ARRIVALS)
+    assert {s.request_rate for s in grid if s.arrival == "poisson"} == set(POISSON_RATES)
+    assert {s.burstiness for s in grid if s.arrival == "gamma"} == set(GAMMA_SHAPES)
+    assert all(math.isinf(s.request_rate) for s in grid if s.arrival == "at-once")
+    users = [s.users for s in grid]
+    assert USERS[0] <= min(users) <= 5 and 58 <= max(users) <= USERS[1]
+    barge_in = [s.barge_in_prob for s in grid]
+    assert 0 <= min(barge_in) < 0.05 and 0.65 < max(barge_in) <= 0.7
+    shares = [s.pool_share for s in grid]
+    assert 1.0 in shares and MIN_SHARE <= min(shares) < 0.3
+    assert {s.spoken for s in grid} == {s.hold_until_heard for s in grid} == {True, False}
+    assert all(s.prompt_tokens[1] <= SPOKEN_MAX_PROMPT for s in grid if s.spoken)
+    assert {s.turns for s in grid if s.source == "interactive"} == {2, 3, 4, 5}
+    assert all(s.turns == 1 for s in grid if s.source != "interactive")
+    assert all(1 <= s.total_requests <= 128 and s.prompt_tokens[0] <= s.prompt_tokens[1] for s in grid)
+
+
+def _first(source: str):
+    return next(s for s in (draw_scenario(3, i) for i in range(200)) if s.source == source)
+
+
+@pytest.mark.parametrize("source, loader", [("burstgpt", load_burstgpt), ("interactive", load_interactive)])
+def test_a_generated_sample_reads_back_in_its_published_format(tmp_path, source, loader):
+    scenario = _first(source)
+    workload = write_workload(scenario, tmp_path, pool=[])
+    requests = loader(workload.path, TextTokenizer.default())
+    assert len(requests) == workload.num_requests == scenario.total_requests
+    lengths = [(r.prompt_tokens, r.response_tokens) for r in requests]
+    assert sorted(lengths) == sorted(turn for turns in workload.sessions for turn in turns)
+    assert all(scenario.prompt_tokens[0] <= p <= scenario.prompt_tokens[1] for p, _ in lengths)
+    assert all(scenario.reply_tokens[0] <= r <= scenario.reply_tokens[1] for _, r in lengths)
+
+
+def test_a_sharegpt_sample_keeps_the_conversations_inside_its_length_mix(tmp_path):
+    tokenizer = TextTokenizer.default()
+    pool = [_exchange(i, "word " * n, "reply " * m, tokenizer) for i, (n, m) in enumerate([(5, 20)] * 30 + [(200, 20)])]
+    scenario = replace(_first("sharegpt"), prompt_tokens=(4, 48), reply_tokens=(4, 200), num_requests=16)
+    workload = write_workload(scenario, tmp_path, pool)
+    requests = load_sharegpt(workload.path, tokenizer)
+    assert len(requests) == 16 and all(r.prompt_tokens <= 48 for r in requests)
+
+
+def _exchange(index, prompt, reply, tokenizer):
+    entry = {"id": f"c{index}", "conversations": [{"from": "human", "value": prompt}, {"from": "gpt", "value": reply}]}
+    return Exchange(entry, len(tokenizer.encode_literal(prompt)), len(tokenizer.encode_literal(reply)))
+
+
+def test_pools_that_fit_hold_the_sessions_in_flight_and_never_less_than_served(tmp_path):
+    workload = write_workload(_first("interactive"), tmp_path, pool=[])
+    fits, largest = fits_blocks(workload, users=64, spoken=True), largest_session_blocks(workload, spoken=True)
+    assert set(fits) == {"thinker", "talker"}
+    assert all(fits[stage] >= max(SERVED_BLOCKS, largest[stage]) for stage in fits)
+    assert fits_blocks(workload, users=1, spoken=False)["thinker"] == SERVED_BLOCKS
+
+
+def _outcome(fcfs_p90, shipped_p90, unloaded_p90, fcfs_continuity=1.0, shipped_continuity=1.0):
+    def run(p90, continuity):
+        return {"ttfp_p90_ms": p90, "continuity": continuity, "wall_s": 1.0}
+    return {"pools": {"thinker": 2048, "talker": 2048}, "working_set": None,
+            "runs": {"fcfs-lru": run(fcfs_p90, fcfs_continuity), "liveserve": run(shipped_p90, shipped_continuity),
+                     "unloaded": run(unloaded_p90, 1.0)}}
+
+
+def test_an_entry_s_ratio_load_and_continuity_delta():
+    scenario = draw_scenario(1, 0)
+    entry = scenario_entry(scenario, _outcome(200.0, 100.0, 100.0, 0.9, 0.95))
+    assert entry["p90_ratio"] == 0.5 and entry["loaded"] is True
+    assert entry["continuity_delta"] == pytest.approx(0.05)
+    assert entry["parameters"]["index"] == 0 and "runs" in entry
+    assert scenario_entry(scenario, _outcome(199.0, 100.0, 100.0))["loaded"] is False
+    assert "error" in scenario_entry(scenario, _outcome(200.0, None, 100.0))
+    json.dumps(scenario_entry(draw_scenario(1, 3), _outcome(1.0, 1.0, 1.0)), allow_nan=False)  # inf rates as "inf"
+
+
+def _entries(ratios_loaded, deltas=None):
+    deltas = deltas or [0.0] * len(ratios_loaded)
+    return [{"index": i, "parameters": draw_scenario(2, i).__dict__ | {"request_rate": 1.0}, "p90_ratio": ratio,
+             "loaded": loaded, "continuity_delta": delta}
+            for i, ((ratio, loaded), delta) in enumerate(zip(ratios_loaded, deltas))]
+
+
+def test_aggregates_and_criteria_on_a_hand_made_grid():
+    # 20 scenarios: 10 loaded at 0.5 and 0.6, 8 unloaded at 1.0, one at 1.1 and one at 1.2 (both over 1.05)
+    ratios = [(0.5, True)] * 5 + [(0.6, True)] * 5 + [(1.0, False)] * 8 + [(1.1, False), (1.2, False)]
+    summary = summarize(_entries(ratios, deltas=[0.0] * 19 + [-0.03]))
+    assert summary["num_scenarios"] == 20 and summary["num_loaded"] == 10 and summary["num_errors"] == 0
+    assert summary["share_ratio_le_1_05"] == pytest.approx(0.9)
+    assert summary["max_ratio"] == 1.2 and summary["loaded_median_ratio"] == pytest.approx(0.55)
+    assert summary["min_continuity_delta"] == -0.03
+    assert summary["criteria"] == {"ratio_le_1_05_in_95pct": False, "ratio_le_1_15_in_all": False,
+                                   "loaded_median_le_0_7": True, "continuity_drop_le_0_02": False, "all_hold": False}
+    assert summary["regions"]["source"] and sum(r["scenarios"] for r in summary["regions"]["users"].values()) == 20
+
+
+def test_every_criterion_holds_on_a_safe_grid_and_an_error_still_fails_it():
+    ratios = [(0.6, True)] * 19 + [(1.1, False)]
+    assert summarize(_entries(ratios))["criteria"]["all_hold"] is True
+    with_error = _entries(ratios) + [{"index": 20, "parameters": {}, "error": "boom"}]
+    summary = summarize(with_error)
+    assert summary["num_errors"] == 1 and summary["criteria"]["all_hold"] is False
+
+
+def test_no_loaded_scenario_leaves_the_loaded_criterion_open():
+    aggregates = {"share_ratio_le_1_05": 1.0, "max_ratio": 1.0, "loaded_median_ratio": None,
+                  "min_continuity_delta": 0.0, "num_errors": 0}
+    verdicts = criteria(aggregates)
+    assert verdicts["loaded_median_le_0_7"] is None and verdicts["all_hold"] is False
+
+
+def test_confirmations_pick_the_worst_k_then_k_others_by_seed():
+    entries = _entries([(r, False) for r in (0.5, 1.3, 0.9, 1.1, 0.7, 0.8)])
+    picked = pick(entries, 2, seed=1)
+    assert [(reason, e["p90_ratio"]) for reason, e in picked[:2]] == [("worst", 1.3), ("worst", 1.1)]
+    assert [reason for reason, _ in picked[2:]] == ["random", "random"]
+    assert {e["index"] for _, e in picked[2:]} <= {0, 2, 4, 5} and picked == pick(entries, 2, seed=1)
+
+
+def _quick_seed() -> int:
+    """A grid whose first two scenarios need no ShareGPT file (not in git) and speak no prompt (quicker)."""
+    return next(seed for seed in range(1000)
+                if all(s.source != "sharegpt" and not s.spoken for s in draw_scenarios(seed, 2)))
+
+
+def test_a_tiny_grid_runs_end_to_end_and_writes_its_summary(tmp_path):
+    status = robustness.main(["--seed", str(_quick_seed()), "--scenarios", "2", "--max-requests", "2",
+                              "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert status == (0 if summary["criteria"]["all_hold"] else 1)
+    assert [e["index"] for e in summary["scenarios"]] == [0, 1] and summary["num_errors"] == 0
+    for entry in summary["scenarios"]:
+        assert {"parameters", "p90_ratio", "loaded", "continuity_delta", "pools", "runs"} <= set(entry)
+        assert {"fcfs-lru", "liveserve", "unloaded"} <= set(entry["runs"])
+    assert (tmp_path / "ratios.png").stat().st_size > 0
