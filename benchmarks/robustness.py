@@ -12,7 +12,9 @@ DIR gets `summary.json` (the seed, spec, the wall time of this invocation's runs
 criteria, the regions, and `scenarios`: one entry a scenario with its `parameters`, `p90_ratio`, `loaded`,
 `continuity_delta`, `pools`, `working_set` and each run's figures; see benchmarks/robustness_summary.py), `ratios.png`,
 and `scenarios/NNN/` (the sample and `entry.json`; a scenario whose entry.json is there with the same parameters
-is not run again, so an interrupted grid resumes). `--keep-runs` keeps every run's whole result JSON there.
+is not run again, so an interrupted grid resumes). `--keep-runs` keeps every run's whole result JSON there,
+`--trace` every run's step traces (scenarios/NNN/trace/RUN/), and `--only I,J` runs those scenarios of the grid
+alone (to look at one scenario's steps: `--seed S --only 17 --trace --out ANOTHER_DIR`).
 `--confirm K` then re-runs the worst K and a random K scenarios for real (benchmarks/robustness_confirm.py).
 `--max-requests N` caps each scenario's requests (a quick run, not the grid). Exit status: 0 when every
 criterion holds, 1 when one does not, 2 for bad input.
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     seed = secrets.randbelow(2**31) if args.seed is None else args.seed
     print(f"grid seed {seed}, {args.scenarios} scenarios, spec {args.spec}", file=sys.stderr)
-    scenarios = [_capped(s, args.max_requests) for s in draw_scenarios(seed, args.scenarios)]
+    scenarios = [_capped(s, args.max_requests) for s in draw_scenarios(seed, args.scenarios)
+                 if args.only is None or s.index in args.only]
     if any(s.source == "sharegpt" for s in scenarios) and not SHAREGPT_PATH.is_file():
         print(f"error: {SHAREGPT_PATH} is missing: run benchmarks/prepare_sharegpt.py first", file=sys.stderr)
         return 2
@@ -70,6 +73,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "scenarios for real (a fresh server on 127.0.0.1 a run; minutes each)")
     parser.add_argument("--max-requests", type=int, help="at most this many requests a scenario (a quick run)")
     parser.add_argument("--keep-runs", action="store_true", help="keep every run's result JSON")
+    parser.add_argument("--trace", action="store_true", help="write every run's step traces")
+    parser.add_argument("--only", type=lambda text: {int(i) for i in text.split(",")}, metavar="I,J",
+                        help="run only these scenarios of the grid")
     args = parser.parse_args(argv)
     for name in ("scenarios", "workers", "max_requests"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -97,7 +103,8 @@ def run_grid(scenarios: list[Scenario], workloads: dict[int, Workload], args: ar
     """Each scenario's entry, in order: the one already in its folder, or a new run's."""
     entries = {s.index: entry for s in scenarios if (entry := _done(args.out, s)) is not None}
     todo = [s for s in scenarios if s.index not in entries]
-    jobs = [(s, workloads[s.index], args.spec, scenario_dir(args.out, s.index), args.keep_runs) for s in todo]
+    jobs = [(s, workloads[s.index], args.spec, scenario_dir(args.out, s.index), args.keep_runs, args.trace)
+            for s in todo]
     if args.workers == 1:
         results = map(simulate_scenario, *zip(*jobs)) if jobs else []
     else:
@@ -119,11 +126,14 @@ def _done(out: Path, scenario: Scenario) -> dict | None:
     return entry if entry["parameters"] == json.loads(json.dumps(parameters(scenario))) else None
 
 
-def simulate_scenario(scenario: Scenario, workload: Workload, spec: str, directory: Path, keep: bool) -> dict:
+def simulate_scenario(scenario: Scenario, workload: Workload, spec: str, directory: Path, keep: bool,
+                      trace: bool = False) -> dict:
     """Run one scenario in the simulator and write its entry.json (an error entry if it could not run)."""
     logging.disable(logging.WARNING)  # the KV forecast's warnings, hundreds a run
     try:
-        entry = scenario_entry(scenario, run_scenario(scenario, workload, spec, directory / "runs" if keep else None))
+        outcome = run_scenario(scenario, workload, spec, directory / "runs" if keep else None,
+                               directory / "trace" if trace else None)
+        entry = scenario_entry(scenario, outcome)
     except Exception as exc:  # one scenario's failure is a result of the grid, not its end
         entry = error_entry(scenario, f"{type(exc).__name__}: {exc}")
     (directory / "entry.json").write_text(json.dumps(entry, indent=1))

@@ -31,10 +31,12 @@ FCFS, SHIPPED, UNLOADED, FITS = "fcfs-lru", "liveserve", "unloaded", "fcfs-lru-f
 UNLOADED_REQUESTS = 16  # the unloaded run's sample: the first requests (or sessions of up to that many turns)
 
 
-def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None = None) -> dict:
+def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None = None,
+                 trace: Path | None = None) -> dict:
     """{"pools", "working_set" (None where everything fits), "runs": {name: figures and `wall_s`}} (see
-    `run_figures`); with `keep`, each run's whole result JSON is written there as NAME.json."""
-    run = _runner(scenario, workload, simulate, keep)
+    `run_figures`); with `keep`, each run's whole result JSON is written there as NAME.json; with `trace`,
+    each run's step traces (`runtime.trace_dir`) go to `trace`/NAME/."""
+    run = _runner(scenario, workload, simulate, keep, trace)
     fits = fits_blocks(workload, scenario.users, scenario.spoken)
     runs, working_set, pools = {}, None, fits
     if scenario.pool_share < 1.0:
@@ -48,10 +50,13 @@ def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, k
     return {"pools": pools, "working_set": working_set, "runs": runs}
 
 
-def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None):
+def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None, trace: Path | None):
     def run(name: str, policy: str, pools: dict[str, int]) -> dict:
         make = unloaded_options if name == UNLOADED else replay_options
         options = make(scenario, workload, policy, pools, simulate)
+        if trace is not None:
+            traced = Override(("runtime", "trace_dir"), str(trace / name))
+            options = replace(options, overrides=(*options.overrides, traced))
         started = time.perf_counter()
         result = replay(options)
         wall_s = time.perf_counter() - started

@@ -161,12 +161,17 @@ def _quick_seed() -> int:
 
 
 def test_a_tiny_grid_runs_end_to_end_and_writes_its_summary(tmp_path):
-    status = robustness.main(["--seed", str(_quick_seed()), "--scenarios", "2", "--max-requests", "2",
-                              "--out", str(tmp_path)])
+    grid = ["--seed", str(_quick_seed()), "--scenarios", "2", "--max-requests", "2", "--out", str(tmp_path)]
+    status = robustness.main([*grid, "--trace"])
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert status == (0 if summary["criteria"]["all_hold"] else 1)
     assert [e["index"] for e in summary["scenarios"]] == [0, 1] and summary["num_errors"] == 0
     for entry in summary["scenarios"]:
         assert {"parameters", "p90_ratio", "loaded", "continuity_delta", "pools", "runs"} <= set(entry)
         assert {"fcfs-lru", "liveserve", "unloaded"} <= set(entry["runs"])
+        assert (tmp_path / "scenarios" / f"{entry['index']:03d}" / "trace" / "liveserve" / "thinker.jsonl").is_file()
     assert (tmp_path / "ratios.png").stat().st_size > 0
+    # again, scenario 1 alone: its entry is there, so nothing runs and the summary holds it alone
+    robustness.main([*grid, "--only", "1"])
+    again = json.loads((tmp_path / "summary.json").read_text())
+    assert again["scenarios"] == summary["scenarios"][1:]
