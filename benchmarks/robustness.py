@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import secrets
 import sys
 import time
@@ -34,7 +33,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from robustness_confirm import confirm
-from robustness_runs import SIM_SPEC, run_scenario
+from robustness_runs import SIM_SPEC, quiet_forecast, run_scenario
 from robustness_scenarios import Scenario, draw_scenarios
 from robustness_summary import error_entry, format_table, parameters, plot_ratios, scenario_entry, summarize
 from robustness_workloads import SHAREGPT_PATH, Workload, sharegpt_pool, write_workload
@@ -129,10 +128,10 @@ def _done(out: Path, scenario: Scenario) -> dict | None:
 def simulate_scenario(scenario: Scenario, workload: Workload, spec: str, directory: Path, keep: bool,
                       trace: bool = False) -> dict:
     """Run one scenario in the simulator and write its entry.json (an error entry if it could not run)."""
-    logging.disable(logging.WARNING)  # the KV forecast's warnings, hundreds a run
     try:
-        outcome = run_scenario(scenario, workload, spec, directory / "runs" if keep else None,
-                               directory / "trace" if trace else None)
+        with quiet_forecast():
+            outcome = run_scenario(scenario, workload, spec, directory / "runs" if keep else None,
+                                   directory / "trace" if trace else None)
         entry = scenario_entry(scenario, outcome)
     except Exception as exc:  # one scenario's failure is a result of the grid, not its end
         entry = error_entry(scenario, f"{type(exc).__name__}: {exc}")

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import os
 import sys
 from pathlib import Path
 
-from robustness_runs import FCFS, SHIPPED, SIM_SPEC
+from robustness_runs import FCFS, SHIPPED, SIM_SPEC, quiet_forecast
 from robustness_workloads import SHAREGPT_PATH
 
 from lab.metrics import CANCELLED, FINISHED, summarize
@@ -99,8 +98,8 @@ def main() -> int:
     parser.add_argument("--trace", action="store_true", help="write each run's step traces")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    logging.disable(logging.WARNING)
-    rows = run_regimes([int(s) for s in args.seeds.split(",")], args.spec, args.out, args.trace)
+    with quiet_forecast():
+        rows = run_regimes([int(s) for s in args.seeds.split(",")], args.spec, args.out, args.trace)
     (args.out / "regimes.json").write_text(json.dumps(rows, indent=1))
     print(table(rows))
     return 0

@@ -10,9 +10,11 @@ and talker blocks), then both policies run with the share of it (never below the
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SIM_SPEC = str(ROOT / "configs" / "sim" / "tiny-omni-cpu.yaml")
 FCFS, SHIPPED, UNLOADED, FITS = "fcfs-lru", "liveserve", "unloaded", "fcfs-lru-fits"
 UNLOADED_REQUESTS = 16  # the unloaded run's sample: the first requests (or sessions of up to that many turns)
+FORECAST_LOGGER = "liveserve.admission.forecast"  # warns once per pool and run: hundreds in a grid
+
+
+@contextmanager
+def quiet_forecast():
+    """Silence the KV forecast's warnings for a block, and restore its logger's level after."""
+    logger = logging.getLogger(FORECAST_LOGGER)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None = None,
