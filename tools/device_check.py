@@ -18,6 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_BUDGET_S = 450.0
+SECTIONS = ("parity", "engine", "kv_tier", "claim")  # lab.device_check.run.SHARES' order; stdlib only here
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -26,6 +27,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="every step at tiny size on the CPU (no GPU needed)")
     parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
                         help=f"seconds the sections may take in all (default {DEFAULT_BUDGET_S:g})")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"the sections to run, comma-separated "
+                        f"(default: all of {','.join(SECTIONS)})")
     parser.add_argument("--wheels", type=Path, help="a folder of the wheels --fetch-wheels fetched, put on the path")
     parser.add_argument("--fetch-wheels", type=Path, metavar="DIR",
                         help="download the wheels the GPU image lacks into DIR, and do nothing else")
@@ -34,6 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--out is required (or --fetch-wheels DIR)")
     if args.budget_s <= 0:
         parser.error(f"--budget-s must be > 0, got {args.budget_s:g}")
+    args.only = tuple(args.only.split(","))
+    if unknown := [name for name in args.only if name not in SECTIONS]:
+        parser.error(f"--only: no section {', '.join(unknown)} (sections: {', '.join(SECTIONS)})")
     if args.wheels is not None and not any(args.wheels.glob("*.whl")):
         parser.error(f"--wheels: no *.whl in {args.wheels} (fetch them with --fetch-wheels {args.wheels})")
     return args
@@ -62,7 +68,7 @@ def check(args: argparse.Namespace) -> int:
         print(f"error: torch {torch.__version__} sees no CUDA GPU here; --dry-run runs every step on the CPU",
               file=sys.stderr)
         return 2
-    report = run_check(DRY_RUN if args.dry_run else ON_GPU, args.out.resolve(), args.budget_s)
+    report = run_check(DRY_RUN if args.dry_run else ON_GPU, args.out.resolve(), args.budget_s, args.only)
     print(f"{args.out / 'device_check.md'}: {report['seconds']} s", file=sys.stderr)
     return 0
 

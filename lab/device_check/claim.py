@@ -24,9 +24,11 @@ STAGES = ("encoder", "thinker", "talker", "vocoder")
 
 
 def on_gpu_overrides(dtype: str) -> tuple[str, ...]:
-    """tiny-omni-cpu's stages on GPU 0 of a one-H200 node, in `dtype`, each in its own process."""
+    """tiny-omni-cpu's stages on GPU 0 of a one-H200 node, in `dtype`, each in its own process with an equal share
+    of the GPU's memory."""
+    keys = ("devices=[[0]]", f"dtype={dtype}", f"memory_fraction={1 / len(STAGES):g}")
     return ("runtime.gpus=1x141GB", "runtime.placement=processes",
-            *(f"stages.{stage}.{key}" for stage in STAGES for key in ("devices=[[0]]", f"dtype={dtype}")))
+            *(f"stages.{stage}.{key}" for stage in STAGES for key in keys))
 
 
 @dataclass(frozen=True)

@@ -37,17 +37,19 @@ ON_GPU = CheckPlan(False, parity.ON_GPU, engine.ON_GPU, kv_tier.ON_GPU, claim.ON
 DRY_RUN = CheckPlan(True, parity.DRY_RUN, engine.DRY_RUN, kv_tier.DRY_RUN, claim.DRY_RUN)
 
 
-def sections(plan: CheckPlan, out: Path) -> list[Section]:
+def sections(plan: CheckPlan, out: Path, only: tuple[str, ...] = tuple(SHARES)) -> list[Section]:
+    """The sections named in `only`, in the check's order."""
     runs = {"parity": lambda deadline: parity.run_parity(plan.parity, deadline),
             "engine": lambda deadline: engine.run_engine(plan.engine, deadline),
             "kv_tier": lambda deadline: kv_tier.run_kv_tier(plan.kv_tier, deadline),
             "claim": lambda deadline: claim.run_claim(plan.claim, deadline, out)}
-    return [Section(name, runs[name], *SHARES[name]) for name in SHARES]
+    return [Section(name, runs[name], *SHARES[name]) for name in SHARES if name in only]
 
 
-def run_check(plan: CheckPlan, out: Path, budget_s: float) -> dict:
-    """Run every section and return the result (each section with `dry_run` in a dry run); OUT/device_check.json
-    and .md are written after each section, so that a run stopped later leaves what it measured."""
+def run_check(plan: CheckPlan, out: Path, budget_s: float, only: tuple[str, ...] = tuple(SHARES)) -> dict:
+    """Run the sections named in `only` (every one by default) and return the result (each section with `dry_run`
+    in a dry run); OUT/device_check.json and .md are written after each section, so that a run stopped later leaves
+    what it measured."""
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     report = {"device": describe_device(plan.dry_run),
@@ -64,7 +66,7 @@ def run_check(plan: CheckPlan, out: Path, budget_s: float) -> dict:
         report[name], report["seconds"] = result, round(time.monotonic() - started, 1)
         write_report(report, out)
 
-    run_sections(sections(plan, out), Deadline(budget_s), done)
+    run_sections(sections(plan, out, only), Deadline(budget_s), done)
     return report
 
 

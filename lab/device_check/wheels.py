@@ -1,9 +1,9 @@
 """The wheels the GPU machine's image lacks, fetched here (`--fetch-wheels DIR`) and unpacked there (`--wheels DIR`).
 
-The image has Python 3.12, torch, triton, transformers, safetensors, tokenizers, numpy, scipy, prometheus-client,
-pyyaml, pytest, uvloop and httpx (with what they depend on: pydantic, anyio, h11, click, jinja2, packaging).
-What the check and the servers it starts import beyond that, found by serving tiny-omni text turns with barge-ins
-(placement processes) from a venv of only those packages and the repository: REQUIREMENTS, at .venv's versions.
+The image has Python 3.12, torch, triton, transformers (with what it depends on: pyyaml, packaging, tokenizers,
+huggingface-hub), numpy and safetensors. What the check and the servers it starts import beyond that: REQUIREMENTS,
+at .venv's versions, with every dependency that is not in the image (the first device run, 2026-11-29, found
+pydantic missing: the image has no FastAPI stack at all).
 Stdlib only: this runs before the wheels are on the path.
 """
 
@@ -16,8 +16,11 @@ from pathlib import Path
 
 REQUIREMENTS = (
     "fastapi==0.165.0", "starlette==1.10.0", "opentelemetry-api==1.45.2",  # the Realtime server's app
-    "uvicorn==0.54.0", "websockets==16.1.1",  # serving it; the replay client's connections
-    "onnxruntime==1.32.0", "silero-vad==6.2.3",  # each session's VAD (monitor/silero.py), imported per session
+    "pydantic==2.14.4", "pydantic-core==2.50.5", "annotated-types==0.8.0", "annotated-doc==0.0.7",
+    "typing-inspection==0.4.5", "typing-extensions==4.16.0", "anyio==4.16.0", "idna==3.20",  # what FastAPI needs
+    "uvicorn==0.54.0", "h11==0.16.0", "click==8.5.1", "websockets==16.1.1",  # serving it; the replay's connections
+    "onnxruntime==1.32.0", "flatbuffers==25.12.19", "protobuf==6.33.6",  # each session's VAD (monitor/silero.py)
+    "silero-vad==6.2.3",
     "llguidance==1.9.1",  # the native thinker's tool-call grammar (stages/grammar), imported by stages.factory
 )
 PYTHON_VERSION = "3.12"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 
 import yaml
@@ -20,6 +19,7 @@ from lab.sim.cost_model import DEVICES, DeviceSpec, ModelShape
 from lab.sim.engine import SimulatedStage
 from lab.sim.qwen3_omni_shapes import load_shapes
 from liveserve.config.document import Override
+from liveserve.config.loader import configs_root
 from liveserve.config.reader import ConfigError, Section, build
 from orchestrator.config import PipelineConfig
 
@@ -64,7 +64,7 @@ class SimSpec:
 
 
 def shipped_specs() -> dict[str, Path]:
-    root = Path(str(files("liveserve.configs"))) / "sim"
+    root = configs_root() / "sim"
     return {path.stem: path for path in sorted(root.glob("*.yaml"))}
 
 

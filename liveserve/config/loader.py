@@ -80,14 +80,18 @@ class LiveServeConfig:
         return self.pipeline.duplex
 
 
-def shipped_configs() -> dict[str, Path]:
-    """The configs installed with LiveServe (the repository's configs/), by name without `.yaml`; run from a
-    checkout that is not installed, its configs/."""
+def configs_root() -> Path:
+    """The folder of the configs installed with LiveServe (the repository's configs/); run from a checkout that is
+    not installed, its configs/."""
     try:
-        root = Path(str(files("liveserve.configs")))
+        return Path(str(files("liveserve.configs")))
     except ModuleNotFoundError:
-        root = Path(__file__).resolve().parents[2] / "configs"
-    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+        return Path(__file__).resolve().parents[2] / "configs"
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The shipped configs by name without `.yaml`."""
+    return {path.stem: path for path in sorted(configs_root().glob("*.yaml"))}
 
 
 def default_config_path() -> Path:

@@ -15,9 +15,15 @@ import pytest
 from lab.device_check import claim
 from lab.device_check.claim import ClaimPlan, run_claim
 from lab.device_check.deadline import Deadline
+from lab.device_check.run import DRY_RUN, SHARES
+from lab.device_check.run import sections as check_sections
 from lab.device_check.sections import Section, Skipped, run_section, run_sections
 from lab.device_check.wheels import unpack
-from liveserve.config import loader
+from lab.sim.spec import shipped_specs
+from liveserve.config import deployment, loader
+from liveserve.config.deployment import require_runnable
+from liveserve.config.document import Override
+from liveserve.plan_command import plan
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "device_check.py"
@@ -189,6 +195,16 @@ def test_a_checkout_that_is_not_installed_finds_its_configs(monkeypatch):
 
     monkeypatch.setattr(loader, "files", no_package)  # as on a machine where the check runs from the checkout
     assert loader.shipped_configs()["tiny-omni-cpu"] == REPO / "configs" / "tiny-omni-cpu.yaml"
+    assert shipped_specs()["tiny-omni-cpu"] == REPO / "configs" / "sim" / "tiny-omni-cpu.yaml"  # the engine's prices
+
+
+def test_the_claim_config_passes_every_check_a_server_makes_before_its_stages_start(monkeypatch):
+    monkeypatch.setattr(deployment, "cuda_present", lambda: True)
+    config = loader.load_config("tiny-omni-cpu", overrides=map(Override.parse, claim.on_gpu_overrides("bfloat16")))
+    require_runnable(config)
+    placements = plan(config, config.runtime.node)
+    assert {placement.stage for placement in placements} == set(claim.STAGES)
+    assert {(spec.device, spec.dtype) for spec in config.pipeline.stages} == {("cuda", "bfloat16")}
 
 
 def test_wheels_must_be_there_before_anything_runs(tmp_path):
@@ -196,3 +212,11 @@ def test_wheels_must_be_there_before_anything_runs(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 2 and f"--wheels: no *.whl in {tmp_path}" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_only_names_the_sections_the_check_runs(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--only", "claim,kv", "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and f"--only: no section kv (sections: {', '.join(SHARES)})" in done.stderr
+    chosen = check_sections(DRY_RUN, tmp_path, only=("kv_tier", "parity"))
+    assert [section.name for section in chosen] == ["parity", "kv_tier"]  # in the check's order
