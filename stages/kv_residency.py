@@ -256,6 +256,9 @@ class KVResidency(Residency):
     def blocks_held(self, request_id: str) -> int:
         return self.kv.num_blocks_held(request_id)
 
+    def is_stranded(self, request_id: str) -> bool:
+        return not self.kv.is_resident(request_id) and request_id not in self._waiting_since
+
     def resident_tokens(self, request_ids: Iterable[str]) -> dict[str, int]:
         return {request_id: self.kv.num_resident_tokens(request_id) for request_id in request_ids}
 

@@ -14,18 +14,25 @@ class Preemptor:
     round: residents with no pending work first, least recently scheduled first; for
     a RUNNING request then also active ones, those the policy held (left out of its
     order) first, then from the end of the order. A WAITING request, and room to load
-    KV that is on the host (`idle_only`), take idle residents only. Without `prefill_preempts`, a prefill (a request with more than one
-    position pending: a new turn, or a recomputation) takes no active request's KV while
-    another admitted request in the order is decoding (held ones are not): it waits for
-    replies to end instead, since a recomputation needs room in turn and under pressure
-    makes the next one (the cascade of a preemption storm); with no one decoding,
-    nothing else would free room, so it does. Preempting frees the victim's KV and
-    sends it back to WAITING, to recompute from position 0, a dormant one once its next
-    turn arrives (past the positions it forgot: a windowed request recomputes its sinks
-    and its recent past only, see SinksAndWindow): a windowed stream may be a victim
-    like any other, at a cost bounded however long it ran, unless it keeps a history state
-    that recomputation would not rebuild (`Residency.recomputable`): that one never is (idle,
-    its KV may still move to a host tier).
+    KV that is on the host (`idle_only`), take idle residents only.
+
+    Without `prefill_preempts`, a prefill (a request with more than one position
+    pending: a new turn, or a recomputation) takes no active request's KV while another
+    admitted request decodes this round (planned already, or still to plan after it in
+    the order; held ones do not): it waits for replies to end instead, since a
+    recomputation needs room in turn and under pressure makes the next one (the cascade
+    of a preemption storm); with no one decoding, nothing else would free room, so it
+    does. A decoder that was not planned before it, or is stranded (its KV on the host,
+    no room to load it), is not decoding: counting it would leave both waiting for each
+    other forever.
+
+    Preempting frees the victim's KV and sends it back to WAITING, to recompute from
+    position 0, a dormant one once its next turn arrives (past the positions it forgot:
+    a windowed request recomputes its sinks and its recent past only, see
+    SinksAndWindow): a windowed stream may be a victim like any other, at a cost bounded
+    however long it ran, unless it keeps a history state that recomputation would not
+    rebuild (`Residency.recomputable`): that one never is (idle, its KV may still move
+    to a host tier).
     """
 
     def __init__(self, requests: dict[str, StageRequest], residency: Residency, prefill_preempts: bool = True) -> None:
@@ -43,7 +50,7 @@ class Preemptor:
         holders = [r for r in self.requests.values() if r.status is RequestStatus.RUNNING
                    and r.request_id not in planned and held(r.request_id) and self.residency.recomputable(r)]
         candidates = sorted((r for r in holders if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
-        if self._may_take_active(request, ordered, idle_only):  # held first, then from the end of the order
+        if self._may_take_active(request, ordered, plan, idle_only):  # held first, then from the end of the order
             rank = {r.request_id: i for i, r in enumerate(ordered)}
             active = [r for r in holders if r.num_pending > 0]
             candidates += sorted(active, key=lambda r: rank.get(r.request_id, len(rank)), reverse=True)
@@ -55,13 +62,22 @@ class Preemptor:
             freed += held(victim.request_id)
         return victims if freed >= shortfall else None
 
-    def _may_take_active(self, request: StageRequest, ordered: list[StageRequest], idle_only: bool) -> bool:
+    def _may_take_active(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan,
+                         idle_only: bool) -> bool:
         running = RequestStatus.RUNNING
         if idle_only or request.status is not running:
             return False
         if self.prefill_preempts or request.num_pending <= 1:
             return True
-        return not any(r.status is running and r.num_pending == 1 and r is not request for r in ordered)
+        planned = {chunk.request.request_id for chunk in plan.chunks}
+        still_to_plan = False
+        for r in ordered:
+            if r is request:
+                still_to_plan = True
+            elif r.status is running and r.num_pending == 1 and (
+                    r.request_id in planned or (still_to_plan and not self.residency.is_stranded(r.request_id))):
+                return False
+        return True
 
     def preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
         self.residency.free(victim.request_id)

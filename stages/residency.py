@@ -34,7 +34,8 @@ class Residency(ABC):
       and changes nothing; `recomputable(request)` is False for a request whose KV
       recomputing would not rebuild (a history state): it is never preempted.
     - Reading: `blocks_held(request_id)`, `resident_tokens(request_ids)` (positions
-      with KV on the device), `is_waiting_on_kv` (transfers in flight), `block_counts()`
+      with KV on the device), `is_stranded(request_id)` (KV on the host and no load of it
+      on its way: it cannot run until room is made), `is_waiting_on_kv` (transfers in flight), `block_counts()`
       (device blocks used, free, peak) and `kv_counters()` (tier, transfer and reload
       figures; empty without a host tier).
     - `speech_started`/`speech_paused(request_id, lead_s, now)`: the user of a known
@@ -84,6 +85,9 @@ class Residency(ABC):
 
     @abstractmethod
     def resident_tokens(self, request_ids: Iterable[str]) -> dict[str, int]: ...
+
+    @abstractmethod
+    def is_stranded(self, request_id: str) -> bool: ...
 
     @property
     @abstractmethod

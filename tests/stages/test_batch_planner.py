@@ -115,6 +115,21 @@ def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_
     assert Preemptor(requests, residency).victims(new_turn, [new_turn, decoding], SchedulerPlan(), 2) == [held]
 
 
+def test_without_prefill_preempts_a_decoder_that_could_not_be_planned_does_not_make_a_prefill_wait():
+    kv = make_kv(6)
+    residency, requests = KVResidency(kv), {}
+    stuck = resident(requests, residency, "stuck", 8, pending=True)
+    new_turn = resident(requests, residency, "new_turn", 4, pending=False)
+    new_turn.token_ids.extend([7] * 6)
+    preemptor, plan = Preemptor(requests, residency, prefill_preempts=False), SchedulerPlan()
+    assert preemptor.victims(new_turn, [stuck, new_turn], plan, 2) == [stuck]  # waiting would wait forever
+    plan.chunks.append(ScheduledChunk(stuck, 8, 1))  # planned before it this round: decoding, so it waits
+    assert preemptor.victims(new_turn, [stuck, new_turn], plan, 2) is None
+    assert preemptor.victims(new_turn, [new_turn, stuck], SchedulerPlan(), 2) is None  # still to plan: it waits
+    residency.is_stranded = lambda request_id: request_id == "stuck"  # its KV on the host, no room to load it
+    assert preemptor.victims(new_turn, [new_turn, stuck], SchedulerPlan(), 2) == [stuck]
+
+
 def test_preempting_frees_the_kv_and_sends_the_request_back_to_wait():
     kv = make_kv(4)
     residency, requests = KVResidency(kv), {}
