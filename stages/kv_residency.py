@@ -17,6 +17,7 @@ PRELOAD_TRIGGERS = ("speech_start", "pause")
 RESUME_LEAD_S = 0.3  # a held request's offloaded KV starts coming back this long before it resumes
 PREDICTED_LEAD_S = 1.0  # a dormant request's offloaded KV starts coming back this long before its predicted use
 FREE_RESERVE = 0.1  # every preload leaves this share of the pool free (for what runs meanwhile)
+IDLE_EVICTABLE_OCCUPANCY = 0.9  # past this share of the pool in use, KV idle mid-turn may go to the host
 
 
 @dataclass
@@ -44,7 +45,11 @@ class KVResidency(Residency):
     - A RUNNING request that goes dormant becomes evictable, with a next-use hint
       from the view (`now` when unknown, so sessions we know nothing about are
       evicted last), and is written back to the host tier in the background; one
-      that gets work again is in use, never a victim.
+      that gets work again is in use, never a victim. So does one left idle mid-turn
+      (waiting for input from the stage before it: a talker behind a paced thinker)
+      while IDLE_EVICTABLE_OCCUPANCY of the pool is in use, with next use `now`: under
+      pressure its KV goes to the host, the last to go, instead of being recomputed
+      whole by a preemption.
     - `ensure_resident` starts (or promotes) a foreground load of KV that is away,
       evicting dormant KV for room; what eviction cannot free it reports missing.
       The wait, from the round that found the KV away to the load's completion, is
@@ -98,10 +103,17 @@ class KVResidency(Residency):
 
     def committed(self, request: StageRequest, now: float) -> None:
         self.drop.committed(self.kv, request)
-        if request.num_pending == 0 and request.is_dormant and request.status is RequestStatus.RUNNING:
-            self.kv.set_evictable(request.request_id, True)
-            self.kv.set_next_use(request.request_id, self._next_use(request.request_id, now))
-            self.kv.store(request.request_id)
+        if request.num_pending or request.status is not RequestStatus.RUNNING:
+            return
+        if request.is_dormant:
+            next_use = self._next_use(request.request_id, now)
+        elif self.kv.occupancy >= IDLE_EVICTABLE_OCCUPANCY:
+            next_use = now  # idle mid-turn (its input still to come): under pressure it leaves last, not recomputed
+        else:
+            return
+        self.kv.set_evictable(request.request_id, True)
+        self.kv.set_next_use(request.request_id, next_use)
+        self.kv.store(request.request_id)
 
     def follow_holds(self, resume_at: dict[str, float], requests: dict[str, StageRequest], now: float) -> None:
         kv, was_held = self.kv, self._held

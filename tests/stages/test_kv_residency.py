@@ -15,6 +15,7 @@ from stages.kv_residency import RESUME_LEAD_S, KVResidency
 from stages.plan import RunnerOutput, SchedulerPlan
 from stages.policies.urgency import UrgencyParams
 from stages.requests import TurnInput
+from stages.requests.talker import TalkerRequest
 from stages.runners.base import ModelRunner
 from stages.scheduler import Scheduler
 from tests.stages.scheduler_harness import FakeClock, thinker
@@ -329,3 +330,40 @@ def test_a_reply_paced_in_bursts_leaves_the_device_while_held_and_is_back_before
     assert [c.request.request_id for c in one_round(scheduler, runner, kv).chunks] == ["s/a"]
     assert scheduler.residency.counters.critical_s == 0.0 and kv.tier.stats["preloads_hit"] == 1
     assert scheduler.num_preemptions == 0
+
+
+class FrameRunner(ModelRunner):
+    """Samples a codec frame for every chunk that ends at a talker request's newest position."""
+
+    def execute(self, plan: SchedulerPlan) -> RunnerOutput:
+        return RunnerOutput({chunk.request.request_id: (chunk.end % 50, torch.zeros(1))
+                             for chunk in plan.chunks if chunk.request.wants_sample(chunk.end)})
+
+
+def talker_turn(request_id: str, num_states: int) -> TalkerRequest:
+    """A talker request with `num_states` of the thinker's states come in, its turn still open."""
+    request = TalkerRequest(request_id, 0.0, 1, SamplingParams(temperature=0.0), bos_id=0)
+    request.append(torch.zeros(num_states, 2))
+    return request
+
+
+@pytest.mark.parametrize("eviction", ["lru", "next_use"])
+def test_under_pressure_kv_idle_mid_turn_goes_to_the_host_rather_than_being_recomputed(eviction):
+    scheduler, _, kv, _ = make(eviction, num_blocks=12)
+    runner, waiting = FrameRunner(), talker_turn("t/a", 44)
+    scheduler.add(waiting)
+    run(scheduler, runner, kv, rounds=100)
+    assert kv.num_used_blocks == 11 and waiting.num_pending == 0  # 44 frames: it waits for the thinker's next state
+    scheduler.add(talker_turn("t/b", 12))  # three blocks, one free
+    run(scheduler, runner, kv, rounds=100)
+    assert scheduler.num_preemptions == 0 and kv.num_offloaded_blocks("t/a") == 2
+    waiting.append(torch.zeros(1, 2))  # its next state: the KV comes back, nothing recomputed
+    run(scheduler, runner, kv, rounds=100)
+    assert scheduler.num_preemptions == 0 and kv.is_resident("t/a") and waiting.num_computed == 45
+
+
+def test_with_room_kv_idle_mid_turn_stays_in_use():
+    scheduler, _, kv, _ = make("next_use", num_blocks=16)
+    scheduler.add(talker_turn("t/a", 44))  # 11 of 16 blocks: under the share where idle KV may leave
+    run(scheduler, FrameRunner(), kv, rounds=100)
+    assert kv.tier.stats["stores_bytes"] == 0
