@@ -11,7 +11,7 @@ from stages.shared_device import Board
 
 
 def seat_boards(devices: Mapping[str, tuple[Hashable, ...]],
-                make_slots: Callable[[int], MutableSequence[bool]]) -> dict[str, tuple[Board, ...]]:
+                make_slots: Callable[[int], MutableSequence[int]]) -> dict[str, tuple[Board, ...]]:
     """Each replica's boards, by its name: for every device in `devices[name]`, that device's slots (made
     once, by `make_slots(how many replicas compute there)`) and the replica's slot on them."""
     users: dict[Hashable, list[str]] = defaultdict(list)

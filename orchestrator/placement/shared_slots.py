@@ -8,12 +8,13 @@ from multiprocessing.shared_memory import SharedMemory
 
 
 class SharedSlots:
-    """`size` bools in the shared memory segment `name`; pickled, it attaches to the same segment (on the
-    same machine). The creator (`create`) unlinks it at `close`; an attacher leaves it alone."""
+    """`size` bytes (a SharedDevice board's slots) in the shared memory segment `name`; pickled, it attaches to
+    the same segment (on the same machine). The creator (`create`) unlinks it at `close`; an attacher leaves it
+    alone."""
 
     def __init__(self, memory: SharedMemory, size: int, owner: bool) -> None:
         self._memory, self.size, self._owner = memory, size, owner
-        self._view = memory.buf[:size].cast("?")
+        self._view = memory.buf[:size]
 
     @classmethod
     def create(cls, size: int) -> SharedSlots:
@@ -33,14 +34,14 @@ class SharedSlots:
     def __len__(self) -> int:
         return self.size
 
-    def __getitem__(self, slot: int) -> bool:
+    def __getitem__(self, slot: int) -> int:
         return self._view[slot]
 
-    def __setitem__(self, slot: int, value: bool) -> None:
+    def __setitem__(self, slot: int, value: int) -> None:
         self._view[slot] = value
 
-    def __contains__(self, value: object) -> bool:
-        return value in self._view.tolist()
+    def __iter__(self):
+        return iter(self._view.tolist())
 
     def close(self) -> None:
         self._view.release()

@@ -81,14 +81,18 @@ class UrgencyPolicy(SchedulingPolicy):
       set only once P is down to p_resume_ms; `resume_at` says when that will be (P
       draining at 1x), so that under memory pressure the stage may move the held KV
       out meanwhile rather than recompute an active request.
-    - Paced only while the pool affords it: holding and yielding keep a reply's context
+    - Paced only while the pools afford it: holding and yielding keep a reply's context
       active for its whole playback instead of the moments its computation takes, so
       pacing every reply makes every replying session's KV active at once. Once the
       stage's KV (on the device and offloaded) exceeds `pace_kv_share` of the pool,
       nothing is held or yields: replies finish as fast as the stage computes them and
       their KV goes dormant, where it may leave (benchmarks/memory_pressure.py: paced
       replies in a pool holding a quarter of the sessions' KV kept 20-28 contexts
-      active where FCFS had 5-11, and a storm of recomputations followed).
+      active where FCFS had 5-11, and a storm of recomputations followed). The same
+      holds for any stage on the same device (the SharedDevice board): a thinker that
+      holds a reply keeps the talker's context for it waiting mid-turn, so a talker past
+      its share stops the thinker's pacing too (robustness grid: long replies in a
+      talker pool of two thirds of the working set recomputed 848 times, 105 under FCFS).
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
@@ -118,8 +122,9 @@ class UrgencyPolicy(SchedulingPolicy):
         self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[R], now: float) -> list[R]:
+        pool_affords = self._pool_affords_pacing()
         if not requests:
-            self._report(False)
+            self._report(False, pool_affords)
             self.resume_at = {}
             return []
         params = self.params
@@ -127,7 +132,7 @@ class UrgencyPolicy(SchedulingPolicy):
         exposure = params.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
         s_per_position = params.u1_ms_per_position / 1000.0
         p_resume = params.p_max_ms if params.p_resume_ms is None else params.p_resume_ms  # where a hold ends
-        paced = self._may_pace()
+        paced = pool_affords and not (self.device is not None and self.device.kv_pressed)
         if not paced:
             p_max = p_resume = math.inf
         was_held, resume_at = self.resume_at, {}
@@ -168,7 +173,7 @@ class UrgencyPolicy(SchedulingPolicy):
             u2_buffers.append(buffer_ms)
         self.resume_at = resume_at
         waiting_here = bool(u0) or len(u1) > num_fallbacks
-        self._report(waiting_here)
+        self._report(waiting_here, pool_affords)
         yielding = paced and (waiting_here or (self.device is not None and self.device.listener_waiting))
         if yielding:
             kept = [i for i, buffer_ms in enumerate(u2_buffers) if buffer_ms < params.p_yield_ms]
@@ -180,15 +185,15 @@ class UrgencyPolicy(SchedulingPolicy):
         self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(guesses), num_held, num_yielded)
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2) + _sorted(guess_keys, guesses)
 
-    def _may_pace(self) -> bool:
+    def _pool_affords_pacing(self) -> bool:
         kv, share = self.kv, self.params.pace_kv_share
         if kv is None or share == math.inf:
             return True
         return kv.num_used_blocks + kv.num_offloaded_blocks_total <= share * kv.num_blocks
 
-    def _report(self, waiting_here: bool) -> None:
+    def _report(self, waiting_here: bool, pool_affords: bool) -> None:
         if self._slot is not None:
-            self.device.report(self._slot, waiting_here)
+            self.device.report(self._slot, waiting_here, not pool_affords)
 
     def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_speculative: int,
                num_held: int, num_yielded: int) -> None:

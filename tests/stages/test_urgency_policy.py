@@ -318,6 +318,22 @@ def test_pacing_stops_once_the_stages_kv_outgrows_pace_kv_share_of_the_pool():
     assert ids(policy.order(requests, now=0.0)) == ["w"]
 
 
+def test_a_stage_past_its_share_stops_the_pacing_of_every_stage_on_its_device():
+    device, view = SharedDevice(), FakeView(past_max=playing(2500.0))
+    talker_kv = make_kv(10)
+    params = SchedulerConfig(policy="urgency", params=UrgencyParams(pace_kv_share=0.5))
+    thinker_policy = make_policy(SchedulerConfig(policy="urgency"), view, make_kv(10), device)
+    talker_policy = make_policy(params, view, talker_kv, device)
+    held = [ready("past_max", 0.0, since=0.0)]
+    assert thinker_policy.order(held, now=0.0) == []  # 2.5 s ahead of its listener: held
+    talker_kv.reserve("x", 6 * BLOCK)  # the talker's replies fill its pool past its share
+    talker_policy.order([], now=0.0)
+    assert ids(thinker_policy.order(held, now=0.0)) == ["past_max"]  # its reply runs on, the talker's goes dormant
+    talker_kv.free("x")
+    talker_policy.order([], now=0.0)
+    assert thinker_policy.order(held, now=0.0) == []
+
+
 def test_a_held_running_request_is_the_first_active_victim():
     # 5 blocks of 4. a, b: 8-token prompts (2 blocks each); c: a 4-token prompt (1 block).
     view = FakeView(a=NOT_STARTED, b=NOT_STARTED, c=playing(900.0))

@@ -14,7 +14,7 @@ REPORT_IN_ANOTHER_PROCESS = """
 import pickle, sys
 from stages.shared_device import SharedDevice
 talker = SharedDevice(pickle.loads(bytes.fromhex(sys.argv[1])), 1)
-talker.report(talker.join(), True)  # the talker serves a listener waiting for first audio
+talker.report(talker.join(), True, True)  # a listener waits for first audio, and its KV is past its share
 """
 
 
@@ -22,8 +22,8 @@ def test_a_board_pickled_to_another_process_shares_its_slots_by_name():
     created = SharedSlots.create(2)
     try:
         thinker = SharedDevice(created, 0)
-        assert thinker.join() == 0 and not thinker.listener_waiting
+        assert thinker.join() == 0 and not thinker.listener_waiting and not thinker.kv_pressed
         subprocess.run([sys.executable, "-c", REPORT_IN_ANOTHER_PROCESS, pickle.dumps(created).hex()], check=True)
-        assert thinker.listener_waiting and created[1]  # the other process is gone; the board it wrote stays
+        assert thinker.listener_waiting and thinker.kv_pressed  # the other process is gone; the board it wrote stays
     finally:
         created.close()
