@@ -24,10 +24,12 @@ class BatchPlanner:
     recompute, a dormant one only at its next turn, while KV on the host would not);
     a chunk the residency manager cannot make room for preempts the
     Preemptor's victims, or waits.
-    A WAITING request leaves one block of growth for every admitted request still to
-    plan this round (it may evict dormant KV for them, never preempt): otherwise a new
-    request ordered first takes the blocks running ones were about to decode into,
-    and they preempt each other.
+    A WAITING request leaves room for the growth of every admitted request still to
+    plan this round, the block its next position starts where it starts one (it may
+    evict dormant KV for them, never preempt): otherwise a new request ordered first
+    takes the blocks running ones were about to decode into, and they preempt each
+    other. Only those blocks: a reserve for every running request would keep a new turn
+    ordered first out of a small pool while its blocks stood free.
     """
 
     def __init__(self, config: SchedulerConfig, residency: Residency, preemptor: Preemptor,
@@ -37,17 +39,18 @@ class BatchPlanner:
         self.preemptor = preemptor
         self.clock = clock
         self.fail = fail
-        self._growth = 0  # admitted requests still to plan in this round
+        self._growth = 0  # blocks the admitted requests still to plan in this round grow into
 
     def plan(self, ordered: list[StageRequest], plan: SchedulerPlan) -> None:
         """Append to `plan` the chunks of this round, and the requests preempted for them."""
         budget = self.config.max_num_batched_tokens
         running = RequestStatus.RUNNING
-        self._growth = sum(r.status is running for r in ordered)
+        grows = {r.request_id: self.residency.blocks_to_grow(r) for r in ordered if r.status is running}
+        self._growth = sum(grows.values())
         for request in ordered:
             if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
                 break
-            self._growth -= request.status is running
+            self._growth -= grows.get(request.request_id, 0)
             chunk = self._plan_chunk(request, budget, ordered, plan)
             if chunk is not None:
                 plan.chunks.append(chunk)

@@ -268,6 +268,10 @@ class KVResidency(Residency):
     def blocks_held(self, request_id: str) -> int:
         return self.kv.num_blocks_held(request_id)
 
+    def blocks_to_grow(self, request: StageRequest) -> int:
+        start = request.num_computed
+        return min(1, self.kv.num_new_blocks(request.request_id, start + 1, start))
+
     def is_stranded(self, request_id: str) -> bool:
         return not self.kv.is_resident(request_id) and request_id not in self._waiting_since
 

@@ -53,6 +53,9 @@ class NoKVResidency(Residency):
     def blocks_held(self, request_id: str) -> int:
         return 0
 
+    def blocks_to_grow(self, request: StageRequest) -> int:
+        return 0
+
     def is_stranded(self, request_id: str) -> bool:
         return False
 

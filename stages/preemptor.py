@@ -13,7 +13,11 @@ class Preemptor:
     Victims are admitted (RUNNING) requests that hold KV and are not planned this
     round: residents with no pending work first, least recently scheduled first; for
     a RUNNING request then also active ones, those the policy held (left out of its
-    order) first, then from the end of the order. A WAITING request, and room to load
+    order) first, then the latest arrivals first (ties: from the end of the order): FCFS's
+    victims whatever the policy, the requests with the least work to lose. (Victims from
+    the end of the urgency order were long replies, recomputed whole: in the robustness
+    grid the shipped policies' P90 TTFP was 1.2-1.9x FCFS's in four scenarios of five
+    they lost under KV pressure.) A WAITING request, and room to load
     KV that is on the host (`idle_only`), take idle residents only.
 
     Without `prefill_preempts`, a prefill (a request with more than one position
@@ -50,10 +54,12 @@ class Preemptor:
         holders = [r for r in self.requests.values() if r.status is RequestStatus.RUNNING
                    and r.request_id not in planned and held(r.request_id) and self.residency.recomputable(r)]
         candidates = sorted((r for r in holders if r.num_pending == 0), key=lambda r: r.last_scheduled_time)
-        if self._may_take_active(request, ordered, plan, idle_only):  # held first, then from the end of the order
+        if self._may_take_active(request, ordered, plan, idle_only):  # held first, then the newest first
             rank = {r.request_id: i for i, r in enumerate(ordered)}
             active = [r for r in holders if r.num_pending > 0]
-            candidates += sorted(active, key=lambda r: rank.get(r.request_id, len(rank)), reverse=True)
+            latest_first = sorted(active, key=lambda r: (r.request_id not in rank, r.arrival_time,
+                                                         rank.get(r.request_id, 0)), reverse=True)
+            candidates += latest_first
         victims, freed = [], 0
         for victim in candidates:
             if freed >= shortfall:

@@ -35,7 +35,9 @@ class Residency(ABC):
       recomputing would not rebuild (a history state): it is never preempted.
     - Reading: `blocks_held(request_id)`, `resident_tokens(request_ids)` (positions
       with KV on the device), `is_stranded(request_id)` (KV on the host and no load of it
-      on its way: it cannot run until room is made), `is_waiting_on_kv` (transfers in flight), `block_counts()`
+      on its way: it cannot run until room is made), `blocks_to_grow(request)` (the device
+      blocks its next position takes: 0, or 1 where it starts a block), `is_waiting_on_kv`
+      (transfers in flight), `block_counts()`
       (device blocks used, free, peak) and `kv_counters()` (tier, transfer and reload
       figures; empty without a host tier).
     - `speech_started`/`speech_paused(request_id, lead_s, now)`: the user of a known
@@ -88,6 +90,9 @@ class Residency(ABC):
 
     @abstractmethod
     def is_stranded(self, request_id: str) -> bool: ...
+
+    @abstractmethod
+    def blocks_to_grow(self, request: StageRequest) -> int: ...
 
     @property
     @abstractmethod

@@ -70,6 +70,17 @@ def test_a_waiting_request_leaves_a_block_of_growth_to_each_admitted_one_still_t
     assert chunks(plan) == planned and plan.preempted == []          # is not to be planned after it
 
 
+def test_a_waiting_request_leaves_no_room_for_a_running_one_whose_next_position_fits_its_last_block():
+    kv = make_kv(2)
+    residency, requests = KVResidency(kv), {}
+    running = resident(requests, residency, "run", 3, pending=True)  # position 3 goes into its first block
+    new = requests["new"] = thinker("new", 0.0, [3] * 4, max_tokens=None, close=False)
+    planner, _, _ = planner_for(residency, requests)
+    plan = SchedulerPlan()
+    planner.plan([new, running], plan)
+    assert chunks(plan) == [("new", 0, 4), ("run", 3, 1)] and plan.preempted == []
+
+
 def test_idle_residents_go_first_least_recently_scheduled_first():
     kv = make_kv(4)
     residency, requests = KVResidency(kv), {}
@@ -97,6 +108,18 @@ def test_a_running_request_may_preempt_active_ones_held_first_then_from_the_end_
     plan = SchedulerPlan()
     plan.chunks.append(ScheduledChunk(second, 8, 1))  # planned this round: not a victim
     assert preemptor.victims(asking, order, plan, 3) == [held, first]
+
+
+def test_active_victims_are_the_latest_arrivals_first_whatever_the_order():
+    kv = make_kv(6)
+    residency, requests = KVResidency(kv), {}
+    first, second, third = (resident(requests, residency, rid, 8, pending=True) for rid in ("first", "second", "third"))
+    for arrival, request in enumerate((first, second, third)):
+        request.arrival_time = float(arrival)
+    asking = thinker("asking", 0.0, [1] * 4, max_tokens=None)
+    asking.status = RequestStatus.RUNNING
+    urgency_order = [asking, third, second, first]  # the latest arrival is the most urgent
+    assert Preemptor(requests, residency).victims(asking, urgency_order, SchedulerPlan(), 3) == [third, second]
 
 
 def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_and_a_decode_does_not():

@@ -337,7 +337,8 @@ def test_a_stage_past_its_share_stops_the_pacing_of_every_stage_on_its_device():
 def test_a_held_running_request_is_the_first_active_victim():
     # 5 blocks of 4. a, b: 8-token prompts (2 blocks each); c: a 4-token prompt (1 block).
     view = FakeView(a=NOT_STARTED, b=NOT_STARTED, c=playing(900.0))
-    scheduler, runner, kv = make_scheduler(num_blocks=5, view=view, policy="urgency")
+    scheduler, runner, kv = make_scheduler(num_blocks=5, view=view, policy="urgency",
+                                           params=UrgencyParams(pace_kv_share=math.inf))  # paced in a full pool
     for rid, arrival, prompt in (("a", 0.0, [1] * 8), ("b", 1.0, [2] * 8), ("c", 2.0, [3] * 4)):
         scheduler.add(thinker(rid, arrival, prompt, max_tokens=5))
     plan, _ = step(scheduler, runner)  # all three prefill: the pool is full
@@ -345,7 +346,7 @@ def test_a_held_running_request_is_the_first_active_victim():
     view.states["a"] = playing(6000.0)  # a's reply now plays with 6 s buffered: held
     view.states["b"] = playing(100.0)   # b's listener is about to run dry
     plan, _ = step(scheduler, runner)
-    # b needs a third block: the held a goes (not c, the end of the order); c then grows into a's freed block.
+    # b needs a third block: the held a goes (not c, the latest arrival); c then grows into a's freed block.
     assert plan.preempted == ["a"] and chunks_of(plan) == [("b", 8, 1), ("c", 4, 1)]
     assert scheduler.requests["a"].status is RequestStatus.WAITING and kv.num_blocks_held("c") == 2
 
