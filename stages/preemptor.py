@@ -14,10 +14,9 @@ class Preemptor:
     round: residents with no pending work first, least recently scheduled first; for
     a RUNNING request then also active ones, those the policy held (left out of its
     order) first, then the latest arrivals first (ties: from the end of the order): FCFS's
-    victims whatever the policy, the requests with the least work to lose. (Victims from
-    the end of the urgency order were long replies, recomputed whole: in the robustness
-    grid the shipped policies' P90 TTFP was 1.2-1.9x FCFS's in four scenarios of five
-    they lost under KV pressure.) A WAITING request, and room to load
+    victims whatever the policy, the requests with the least work to lose (victims from
+    the end of the urgency order were long replies, recomputed whole:
+    benchmarks/log/2026-11-29-robustness-grid.md). A WAITING request, and room to load
     KV that is on the host (`idle_only`), take idle residents only.
 
     Without `prefill_preempts`, a prefill (a request with more than one position

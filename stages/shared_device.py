@@ -59,7 +59,7 @@ class SharedDevice:
         return self._any(KV_PRESSED)
 
     def _any(self, bit: int) -> bool:
-        return any(value & bit for board in self._boards for value in list(board.slots))
+        return any(value & bit for board in self._boards for value in board.slots)
 
 
 class _Board:

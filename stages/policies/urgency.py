@@ -91,8 +91,8 @@ class UrgencyPolicy(SchedulingPolicy):
       active where FCFS had 5-11, and a storm of recomputations followed). The same
       holds for any stage on the same device (the SharedDevice board): a thinker that
       holds a reply keeps the talker's context for it waiting mid-turn, so a talker past
-      its share stops the thinker's pacing too (robustness grid: long replies in a
-      talker pool of two thirds of the working set recomputed 848 times, 105 under FCFS).
+      its share stops the thinker's pacing too (benchmarks/log/2026-11-29-robustness-grid.md:
+      otherwise those talker contexts were preempted and recomputed in a storm).
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
