@@ -5,7 +5,9 @@ step with its requests and new positions), prices every traced step with the roo
 configs/sim/tiny-omni-cpu.yaml's shapes and device (no overheads), and fits what the roofline leaves,
 stage by stage, as overhead per step + per request in the step + per new position (least squares, no
 negative term), and the spread of the steps around the fit as `step_jitter`: the standard deviation of
-log(measured / fitted). Several trace directories (runs of both policies, a duplex ramp) are fitted as one
+log(measured / fitted), with how that spread drifts over time (`step_jitter_slow_share` of its variance
+correlated over `step_jitter_slow_s`, fitted to the residuals' correlation between steps 20 ms to 3 s
+apart; lab/sim/step_noise.py). Several trace directories (runs of both policies, a duplex ramp) are fitted as one
 set of steps. Prints the fitted knobs as the spec's YAML and, with --out, writes them with the fit's
 residuals as JSON.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -35,10 +38,13 @@ from stages.models.vocoder import VocoderConfig
 SPEC = Path(__file__).resolve().parents[1] / "configs" / "sim" / "tiny-omni-cpu.yaml"
 KNOBS = ("step_overhead_ms", "row_overhead_ms", "token_overhead_ms")
 JITTER = "step_jitter"
+LAG_EDGES_S = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0)  # the residuals' correlation is fitted over these lags
+SLOW_S_GRID = np.geomspace(0.05, 20.0, 60)
 
 
-def traced_steps(path: Path) -> list[list[tuple[int, int]]]:
-    """Each traced step that ran chunks, as (new positions, positions its request ran before) per chunk."""
+def traced_steps(path: Path) -> list:
+    """Each traced step that ran chunks: (its start, its time, (new positions, positions its request ran
+    before) per chunk)."""
     ran: dict[str, int] = defaultdict(int)
     steps = []
     for line in path.read_text().splitlines():
@@ -49,12 +55,13 @@ def traced_steps(path: Path) -> list[list[tuple[int, int]]]:
         for request_id, num_tokens in step["run"]:
             chunks.append((num_tokens, ran[request_id]))
             ran[request_id] += num_tokens
-        steps.append((step["dt"], chunks))
+        steps.append((step["t"], step["dt"], chunks))
     return steps
 
 
-def stage_steps(trace_dirs: list[Path], kind: str) -> list:
-    return [step for trace_dir in trace_dirs if (trace_dir / f"{kind}.jsonl").exists()
+def stage_steps(trace_dirs: list[Path], kind: str, window: int | None = None) -> list:
+    """(step, `window`, the index of its trace directory) for every step of the `kind` stage."""
+    return [(step, window, run) for run, trace_dir in enumerate(trace_dirs) if (trace_dir / f"{kind}.jsonl").exists()
             for step in traced_steps(trace_dir / f"{kind}.jsonl")]
 
 
@@ -70,22 +77,59 @@ def fit_stage(kind: str, steps, model, device) -> dict:
     """Overheads (ms) that make roofline + overheads closest to the traced step times (each step with the
     window its run had, None for none), and the steps' spread around that fit."""
     bare = replace(device, step_overhead_s=0.0, row_overhead_s=0.0, token_overhead_s=0.0)
-    rows, measured, roofline = [], [], []
-    for (seconds, chunks), window in steps:
+    rows, measured, roofline, starts, runs = [], [], [], [], []
+    for (start, seconds, chunks), window, run in steps:
         costs = [chunk_cost(kind, n, start, window) for n, start in chunks]
         roofline.append(step_cost(model, bare, costs).seconds)
         rows.append((1.0, len(costs), sum(c.num_tokens for c in costs)))
         measured.append(seconds)
+        starts.append(start)
+        runs.append(run)
     x, y, r = np.array(rows), np.array(measured), np.array(roofline)
     knobs, _ = nnls(x, y - r)
     predicted = r + x @ knobs
-    jitter = float(np.std(np.log(y / predicted)))
+    residuals = np.log(y / predicted)
+    slow_share, slow_s = fit_drift(np.array(starts), residuals, np.array(runs))
     return {"steps": len(y), **{name: round(float(v) * 1000, 3) for name, v in zip(KNOBS, knobs)},
-            JITTER: round(jitter, 3),
+            JITTER: round(float(np.std(residuals)), 3), f"{JITTER}_slow_share": round(slow_share, 3),
+            f"{JITTER}_slow_s": round(slow_s, 3),
             "measured_s": round(float(y.sum()), 2), "predicted_s": round(float(predicted.sum()), 2),
             "roofline_share": round(float(r.sum() / predicted.sum()), 3),
             "step_mean_ms": round(float(y.mean()) * 1000, 2),
             "abs_error_p50_ms": round(float(np.median(np.abs(predicted - y))) * 1000, 2)}
+
+
+def lag_correlations(starts: np.ndarray, residuals: np.ndarray, runs: np.ndarray, max_ahead: int = 400):
+    """The residuals' correlation between steps of one run a lag apart, per bin of LAG_EDGES_S: (the bins'
+    middle lags, their correlations)."""
+    centred = residuals - residuals.mean()
+    sums = np.zeros((len(LAG_EDGES_S) - 1, 3))  # per bin: sum of products, sum of squares either side
+    for ahead in range(1, min(max_ahead, len(starts))):
+        lag = starts[ahead:] - starts[:-ahead]
+        same = runs[ahead:] == runs[:-ahead]
+        bins = np.digitize(lag, LAG_EDGES_S) - 1
+        for b in range(len(LAG_EDGES_S) - 1):
+            pick = same & (bins == b)
+            left, right = centred[:-ahead][pick], centred[ahead:][pick]
+            sums[b] += (left @ right, left @ left, right @ right)
+    lags = np.sqrt(np.array(LAG_EDGES_S[:-1]) * np.array(LAG_EDGES_S[1:]))
+    seen = sums[:, 1] > 0
+    return lags[seen], sums[seen, 0] / np.sqrt(sums[seen, 1] * sums[seen, 2])
+
+
+def fit_drift(starts: np.ndarray, residuals: np.ndarray, runs: np.ndarray) -> tuple[float, float]:
+    """(slow share, correlation time): the share w and time tau of w * exp(-lag / tau) closest to the
+    residuals' correlation over LAG_EDGES_S (least squares; w within 0..1); (0, 1) with too few lags."""
+    lags, correlations = lag_correlations(starts, residuals, runs)
+    if len(lags) < 2:
+        return 0.0, 1.0
+    best = (math.inf, 0.0, 1.0)
+    for slow_s in SLOW_S_GRID:
+        shape = np.exp(-lags / slow_s)
+        share = float(np.clip(shape @ correlations / (shape @ shape), 0.0, 1.0))
+        error = float(np.sum((share * shape - correlations) ** 2))
+        best = min(best, (error, share, float(slow_s)))
+    return best[1], best[2]
 
 
 def main() -> None:
@@ -102,8 +146,8 @@ def main() -> None:
     spec = load_spec(str(args.spec))
     fits = {}
     for kind, stage in spec.stages.items():
-        steps = ([(step, None) for step in stage_steps(args.trace_dirs, kind)]
-                 + [(step, args.window) for step in stage_steps(args.windowed, kind)])
+        steps = stage_steps([*args.trace_dirs, *args.windowed], kind)
+        steps = [(step, args.window if run >= len(args.trace_dirs) else None, run) for step, _, run in steps]
         if len(steps) < len(KNOBS):
             print(f"# {kind}: {len(steps)} traced steps, too few to fit; kept as the spec has it")
             continue
@@ -112,7 +156,7 @@ def main() -> None:
         print(f"  {kind}:  # {fit['steps']} steps, mean {fit['step_mean_ms']} ms, median |error| "
               f"{fit['abs_error_p50_ms']} ms, busy {fit['measured_s']} s measured / {fit['predicted_s']} s fitted, "
               f"roofline {fit['roofline_share']:.0%} of it")
-        for name in (*KNOBS, JITTER):
+        for name in (*KNOBS, JITTER, f"{JITTER}_slow_share", f"{JITTER}_slow_s"):
             print(f"    {name}: {fit[name]}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--simulate", metavar="SPEC",
                         help="simulate the server in virtual time on a shipped sim spec (e.g. qwen3-omni-1xh200) "
                              "or a spec file, instead of serving")
+    server.add_argument("--machine-seed", type=int, default=0,
+                        help="with --simulate: which draw of the spec's step noise the simulated machine has "
+                             "(runs with one seed meet the same machine)")
     workload = parser.add_argument_group("workload")
     workload.add_argument("--dataset", default="random", choices=DATASETS)
     workload.add_argument("--dataset-path", type=Path, help="the dataset file, as published")
@@ -67,7 +70,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         trace_arrivals=args.trace_arrivals, time_scale=args.time_scale, model_filter=args.model_filter,
         prompt_audio=args.prompt_audio, barge_in_prob=args.barge_in_prob, url=args.url, config=args.config,
         policy=args.policy, overrides=tuple(args.overrides), request_timeout_s=args.request_timeout,
-        audio_ms_per_token=args.audio_ms_per_token, simulate=args.simulate,
+        audio_ms_per_token=args.audio_ms_per_token, simulate=args.simulate, machine_seed=args.machine_seed,
     )
 
 

@@ -32,7 +32,8 @@ class ReplayOptions:
     items, or speech when `prompt_audio`. With probability `barge_in_prob` a request
     is interrupted by the user speaking. `audio_ms_per_token` converts reply lengths
     into audio durations (from the server config when None). `simulate` names a simulation spec
-    (lab.sim): the run is simulated in virtual time instead of served.
+    (lab.sim): the run is simulated in virtual time instead of served, on the simulated machine
+    `machine_seed` draws (its steps' noise: runs with one seed meet the same machine).
     """
 
     dataset: str = "random"
@@ -59,6 +60,7 @@ class ReplayOptions:
     ack_interval_s: float = 0.2
     audio_ms_per_token: float | None = None
     simulate: str | None = None
+    machine_seed: int = 0
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -89,6 +91,8 @@ class ReplayOptions:
             raise ValueError("overrides (--set) configure a fresh server; not with url (a running one)")
         if self.url is not None and self.simulate is not None:
             raise ValueError("simulate runs its own simulated server: not with url (a running one)")
+        if self.machine_seed and self.simulate is None:
+            raise ValueError("machine_seed draws a simulated machine: only with simulate")
         if self.url is not None and not is_loopback_url(self.url):
             raise ValueError(f"url must be a loopback ws:// address, got {self.url!r}")
 

@@ -10,6 +10,7 @@ from kvtier import KVCacheManager, KVPoolConfig
 from lab.sim.cost_model import DeviceSpec, ModelShape
 from lab.sim.link_copier import LinkCopier
 from lab.sim.runner import Placeholders, SimulatedRunner
+from lab.sim.step_noise import StepJitter
 from stages.engine import StageEngine
 from stages.factory import build_residency, thinker_text
 from stages.interaction import InteractionView
@@ -29,18 +30,16 @@ FILLER_WORD = " the"  # every token a simulated thinker generates
 class SimulatedStage:
     """How one stage is simulated: the shape it is priced as, the index of the device each of its
     replicas runs on (one replica per entry), its own step, row and token overheads (None: the device's),
-    and `jitter`: the spread of its steps around their price (see SimulatedRunner)."""
+    and `jitter`: the spread of its steps around their price (see step_noise)."""
 
     model: ModelShape
     devices: tuple[int, ...] = (0,)
     step_overhead_s: float | None = None
     row_overhead_s: float | None = None
     token_overhead_s: float | None = None
-    jitter: float = 0.0
+    jitter: StepJitter = StepJitter()
 
     def __post_init__(self) -> None:
-        if self.jitter < 0:
-            raise ValueError(f"{self.model.name}: jitter must be >= 0, got {self.jitter!r}")
         if not self.devices or any(device < 0 for device in self.devices):
             raise ValueError(f"{self.model.name}: devices must list a device index >= 0 per replica, "
                              f"got {list(self.devices)}")
@@ -59,10 +58,11 @@ class SimulatedStage:
 def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpec,
                            emit: Callable[[list[StageOutput]], None], clock: Callable[[], float],
                            view: InteractionView | None, board: SharedDevice | None,
-                           on_transfer_done: Callable[[], None], jitter: float = 0.0) -> StageEngine:
+                           on_transfer_done: Callable[[], None], jitter: StepJitter = StepJitter(),
+                           seed: str = "") -> StageEngine:
     """The engine of `spec` with its KV pool shaped as `model` (bf16, no bytes: the meta device) and its
     host tier's transfers run by the caller (`tier.worker.run_chunk`), priced at the device's link rate; its
-    steps spread by `jitter` (seeded by the spec's name: the same run twice, the same steps). With the spec's
+    steps spread by `jitter` (drawn from `seed`: runs with one seed meet the same machine). With the spec's
     `trace_path` (`runtime.trace_dir`) it writes its step timeline there as a real engine does, in virtual time."""
     kv, residency = None, NoKVResidency()
     if spec.kv is not None:
@@ -74,7 +74,7 @@ def build_simulated_engine(spec: StageSpec, model: ModelShape, device: DeviceSpe
         kv = KVCacheManager(pool, host, spec.kv.eviction, clock, on_transfer_done, transfer_mode="inline",
                             copier_type=LinkCopier)
         residency = build_residency(spec, kv, view)
-    runner = SimulatedRunner(spec.kind, model, device, placeholders(spec), spec.window, jitter, spec.name)
+    runner = SimulatedRunner(spec.kind, model, device, placeholders(spec), spec.window, jitter, seed)
     trace = StepTrace(spec.trace_path) if spec.trace_path is not None else None
     return StageEngine(spec.name, Scheduler(spec.scheduler, kv, clock, view, residency, board), runner, emit,
                        trace=trace)

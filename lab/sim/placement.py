@@ -17,11 +17,13 @@ class SimulatedPlacement(Placement):
     the k-th spec of a kind (its replica k, as ReplicatedPlacement expands them) runs on device
     `stages[kind].devices[k]`. The engines on one device share a SharedDevice board and take turns (each
     its own turn where the device's `stages_take_turns` is off).
+    Each engine's step noise is drawn from `machine_seed` and its spec's name.
     `start` must run on the loop's thread (a loop whose executor runs inline, as the virtual-time loop's).
     """
 
-    def __init__(self, stages: Mapping[str, SimulatedStage], devices: tuple[DeviceSpec, ...]) -> None:
-        self.stages, self.devices = dict(stages), devices
+    def __init__(self, stages: Mapping[str, SimulatedStage], devices: tuple[DeviceSpec, ...],
+                 machine_seed: int = 0) -> None:
+        self.stages, self.devices, self.machine_seed = dict(stages), devices, machine_seed
         self.engines: dict[str, VirtualEngine] = {}
         self.tasks: list[asyncio.Task] = []
 
@@ -38,7 +40,7 @@ class SimulatedPlacement(Placement):
             engine = build_simulated_engine(
                 spec, stage.model, stage.priced_on(self.devices[device]),
                 lambda outputs, kind=spec.kind: sink(kind, outputs), clock, view, boards[device],
-                lambda: woken[0].wake(), stage.jitter)
+                lambda: woken[0].wake(), stage.jitter, f"{self.machine_seed}/{spec.name}")
             lock = locks[device] if self.devices[device].stages_take_turns else asyncio.Lock()
             woken.append(VirtualEngine(engine, lock))
             self.engines[spec.name] = woken[0]

@@ -29,7 +29,8 @@ def run_simulated_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> di
     if not requests:
         raise ConfigError(f"the workload has no requests ({options.dataset} {options.dataset_path or ''})")
     check_preset(options)
-    sim = SimulatedConfig.load(options.config, server_overrides(options), load_spec(options.simulate))
+    spec = dataclasses.replace(load_spec(options.simulate), machine_seed=options.machine_seed)
+    sim = SimulatedConfig.load(options.config, server_overrides(options), spec)
     ms_per_token = options.audio_ms_per_token or audio_ms_per_token(sim.config)
     sessions = plan_sessions(requests, options, ms_per_token)
     started = time.perf_counter()

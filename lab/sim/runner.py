@@ -3,13 +3,12 @@ placeholder of the right shape (zeros, a filler token), so the real scheduler an
 
 from __future__ import annotations
 
-import math
-import random
 from dataclasses import dataclass
 
 import torch
 
 from lab.sim.cost_model import ChunkCost, DeviceSpec, ModelShape, step_cost
+from lab.sim.step_noise import MachineNoise, StepJitter
 from stages.config import WindowSpec
 from stages.plan import RunnerOutput, ScheduledChunk, SchedulerPlan
 from stages.runners.base import ModelRunner
@@ -31,8 +30,8 @@ class Placeholders:
 
 class SimulatedRunner(ModelRunner):
     """Executes nothing; `last_step_s` is what the plan would take on `device` (see cost_model.step_cost),
-    times a draw of exp(N(-jitter^2 / 2, jitter^2)) with `jitter` > 0: a step's time spread around its price
-    with the price as its mean, as a real machine's steps of one shape spread; the draws are seeded by `seed`.
+    times the machine's factor when the plan starts (`jitter`, drawn from `seed`: see step_noise): a step's
+    time spread around its price with the price as its mean, as a real machine's steps of one shape spread.
 
     Results: an encoder gives [frames, width] zeros; a thinker, where its request wants a sample, the
     filler token, with a zero hidden state; a talker codec frame 0; a vocoder
@@ -40,17 +39,16 @@ class SimulatedRunner(ModelRunner):
     `window`, at most its sinks and window)."""
 
     def __init__(self, kind: str, model: ModelShape, device: DeviceSpec, shapes: Placeholders,
-                 window: WindowSpec | None = None, jitter: float = 0.0, seed: str = "") -> None:
+                 window: WindowSpec | None = None, jitter: StepJitter = StepJitter(), seed: str = "") -> None:
         if kind not in SIMULATED_KINDS:
             raise ValueError(f"a {kind} stage cannot be simulated (simulated kinds: {', '.join(SIMULATED_KINDS)})")
         self.kind, self.model, self.device, self.shapes, self.window = kind, model, device, shapes, window
-        self.jitter, self._draws = jitter, random.Random(seed)
+        self.noise = MachineNoise(jitter, seed)
         self.last_step_s = 0.0
 
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
-        self.last_step_s = step_cost(self.model, self.device, [self._cost(c) for c in plan.chunks]).seconds
-        if self.jitter:
-            self.last_step_s *= math.exp(self._draws.gauss(-self.jitter ** 2 / 2, self.jitter))
+        price = step_cost(self.model, self.device, [self._cost(c) for c in plan.chunks]).seconds
+        self.last_step_s = price * self.noise.factor(plan.now)
         results = {}
         for chunk in plan.chunks:
             result = self._result(chunk)

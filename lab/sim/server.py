@@ -58,7 +58,7 @@ class SimulatedServer:
 
     def __init__(self, sim: SimulatedConfig) -> None:
         loop = asyncio.get_running_loop()
-        self.placement = SimulatedPlacement(sim.spec.stages, sim.spec.devices)
+        self.placement = SimulatedPlacement(sim.spec.stages, sim.spec.devices, sim.spec.machine_seed)
         replicas = {kind: stage.replicas for kind, stage in sim.spec.stages.items() if stage.replicas > 1}
         placement = ReplicatedPlacement(self.placement, replicas) if replicas else self.placement
         self.server = RealtimeServer(sim.config, placement=placement, clock=loop.time)

@@ -18,6 +18,7 @@ import yaml
 from lab.sim.cost_model import DEVICES, DeviceSpec, ModelShape
 from lab.sim.engine import SimulatedStage
 from lab.sim.qwen3_omni_shapes import load_shapes
+from lab.sim.step_noise import StepJitter
 from liveserve.config.document import Override
 from liveserve.config.loader import configs_root
 from liveserve.config.reader import ConfigError, Section, build
@@ -28,7 +29,8 @@ KV_KINDS = ("thinker", "talker")
 
 @dataclass(frozen=True)
 class SimSpec:
-    """`calibration` says what the step times rest on (every simulated result carries it)."""
+    """`calibration` says what the step times rest on (every simulated result carries it); `machine_seed`
+    which draw of the stages' step noise a run meets."""
 
     name: str
     calibration: str
@@ -36,6 +38,7 @@ class SimSpec:
     stages: dict[str, SimulatedStage]
     memory_utilization: float
     overrides: tuple[Override, ...]
+    machine_seed: int = 0
 
     def kv_overrides(self, pipeline: PipelineConfig) -> tuple[Override, ...]:
         """Each device's memory x `memory_utilization` less the weights of the replicas on it, split between
@@ -95,7 +98,7 @@ def parse_spec(data: object, name: str, where: str, relative_to: Path = Path("."
         stages[kind] = SimulatedStage(_stage_shape(stage, kind, shapes),
                                       _stage_devices(stage, len(devices)), _ms(stage, "step_overhead_ms"),
                                       _ms(stage, "row_overhead_ms"), _ms(stage, "token_overhead_ms"),
-                                      _non_negative(stage, "step_jitter"))
+                                      _step_jitter(stage))
         stage.finish()
     section.finish()
     utilization = root.value("memory_utilization", float, 0.9)
@@ -134,6 +137,17 @@ def _ms(section: Section, key: str) -> float | None:
     """An optional non-negative duration in ms, as seconds."""
     value = _non_negative(section, key, None)
     return None if value is None else value / 1000
+
+
+def _step_jitter(stage: Section) -> StepJitter:
+    """`step_jitter` (0: every step at its price), `step_jitter_slow_share` (0) and `step_jitter_slow_s` (1)."""
+    share = stage.value("step_jitter_slow_share", float, 0.0)
+    if not 0 <= share <= 1:
+        raise ConfigError(f"{stage.where('step_jitter_slow_share')}: must be between 0 and 1, got {share}")
+    slow_s = stage.value("step_jitter_slow_s", float, 1.0)
+    if not slow_s > 0:
+        raise ConfigError(f"{stage.where('step_jitter_slow_s')}: must be > 0, got {slow_s}")
+    return StepJitter(_non_negative(stage, "step_jitter"), share, slow_s)
 
 
 def _non_negative(section: Section, key: str, default: float | None = 0.0) -> float | None:

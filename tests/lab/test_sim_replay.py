@@ -29,6 +29,17 @@ def test_same_seed_same_run_different_seed_different_run():
     assert figures(replay(barge_in_prob=0.5, seed=4)) != figures(first)
 
 
+CPU_SPEC = str(Path(SPEC).with_name("tiny-omni-cpu.yaml"))  # its steps are noisy
+
+
+def test_one_machine_seed_one_machine_another_seed_another():
+    first, again = (replay(simulate=CPU_SPEC, machine_seed=1) for _ in range(2))
+    assert figures(first) == figures(again) and first["config"]["machine_seed"] == 1
+    assert figures(replay(simulate=CPU_SPEC, machine_seed=2)) != figures(first)
+    with pytest.raises(ValueError, match="machine_seed draws a simulated machine: only with simulate"):
+        ReplayOptions(machine_seed=1)
+
+
 def test_result_says_simulated_and_on_what():
     result = replay(policy="liveserve")
     assert result["num_completed"] == 12 and result["num_failed"] == 0

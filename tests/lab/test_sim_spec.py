@@ -12,6 +12,7 @@ from torch import nn
 from lab.qwen3_omni.tiny_folder import SHAPES, write_tiny_folder
 from lab.sim.qwen3_omni_shapes import CODEC_FRAMES
 from lab.sim.spec import load_spec, parse_spec
+from lab.sim.step_noise import StepJitter
 from liveserve.config.loader import load_config, parse_config, read_config_data
 from liveserve.config.reader import ConfigError
 from stages.models.qwen3_omni.code2wav import build_code2wav
@@ -109,8 +110,15 @@ def test_a_pool_the_spec_sets_is_not_resized_to_the_device():
 
 
 def test_a_stage_takes_its_step_jitter_and_names_a_negative_one():
-    assert parse_spec(spec({"model": THINKER, "step_jitter": 0.3}), "j", "j.yaml").stages["thinker"].jitter == 0.3
-    assert parse_spec(spec({"model": THINKER}), "j", "j.yaml").stages["thinker"].jitter == 0.0
+    assert parse_spec(spec({"model": THINKER, "step_jitter": 0.3}), "j", "j.yaml").stages["thinker"].jitter == \
+        StepJitter(0.3)
+    drifting = {"model": THINKER, "step_jitter": 0.3, "step_jitter_slow_share": 0.5, "step_jitter_slow_s": 1.5}
+    assert parse_spec(spec(drifting), "j", "j.yaml").stages["thinker"].jitter == StepJitter(0.3, 0.5, 1.5)
+    assert parse_spec(spec({"model": THINKER}), "j", "j.yaml").stages["thinker"].jitter == StepJitter()
+    with pytest.raises(ConfigError, match=r"j\.yaml\.stages\.thinker\.step_jitter_slow_share: must be between 0 and 1"):
+        parse_spec(spec({**drifting, "step_jitter_slow_share": 2}), "j", "j.yaml")
+    with pytest.raises(ConfigError, match=r"j\.yaml\.stages\.thinker\.step_jitter_slow_s: must be > 0"):
+        parse_spec(spec({**drifting, "step_jitter_slow_s": 0}), "j", "j.yaml")
     with pytest.raises(ConfigError, match=r"j\.yaml\.stages\.thinker\.step_jitter: must be >= 0"):
         parse_spec(spec({"model": THINKER, "step_jitter": -0.1}), "j", "j.yaml")
 
