@@ -16,8 +16,11 @@ is not run again, so an interrupted grid resumes). `--keep-runs` keeps every run
 `--trace` every run's step traces (scenarios/NNN/trace/RUN/), and `--only I,J` runs those scenarios of the grid
 alone (to look at one scenario's steps: `--seed S --only 17 --trace --out ANOTHER_DIR`).
 `--confirm K` then re-runs the worst K and a random K scenarios for real (benchmarks/robustness_confirm.py).
-`--max-requests N` caps each scenario's requests (a quick run, not the grid). Exit status: 0 when every
-criterion holds, 1 when one does not, 2 for bad input.
+`--max-requests N` caps each scenario's requests (a quick run, not the grid). `--machines K` runs both
+policies on K draws of the simulated machine's step noise and compares their mean P90s; `--floor` runs FCFS+LRU
+on K more machines, so that each scenario's `floor_ratio` says how far the machine alone moves its P90 (a P90
+over 16 requests on a noisy machine moves far: benchmarks/log/2026-11-30-grid-noise-floor.md). Exit status: 0
+when every criterion holds, 1 when one does not, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -75,8 +78,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--trace", action="store_true", help="write every run's step traces")
     parser.add_argument("--only", type=lambda text: {int(i) for i in text.split(",")}, metavar="I,J",
                         help="run only these scenarios of the grid")
+    parser.add_argument("--machines", type=int, default=1, metavar="K",
+                        help="simulated machines (step noise draws) each policy runs on; ratios of mean P90s")
+    parser.add_argument("--floor", action="store_true",
+                        help="also run FCFS+LRU on K other machines: each scenario's noise floor")
     args = parser.parse_args(argv)
-    for name in ("scenarios", "workers", "max_requests"):
+    for name in ("scenarios", "workers", "max_requests", "machines"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
@@ -100,10 +107,10 @@ def scenario_dir(out: Path, index: int) -> Path:
 
 def run_grid(scenarios: list[Scenario], workloads: dict[int, Workload], args: argparse.Namespace) -> list[dict]:
     """Each scenario's entry, in order: the one already in its folder, or a new run's."""
-    entries = {s.index: entry for s in scenarios if (entry := _done(args.out, s)) is not None}
+    entries = {s.index: entry for s in scenarios if (entry := _done(args, s)) is not None}
     todo = [s for s in scenarios if s.index not in entries]
-    jobs = [(s, workloads[s.index], args.spec, scenario_dir(args.out, s.index), args.keep_runs, args.trace)
-            for s in todo]
+    jobs = [(s, workloads[s.index], args.spec, scenario_dir(args.out, s.index), args.keep_runs, args.trace,
+             args.machines, args.floor) for s in todo]
     if args.workers == 1:
         results = map(simulate_scenario, *zip(*jobs)) if jobs else []
     else:
@@ -117,21 +124,24 @@ def run_grid(scenarios: list[Scenario], workloads: dict[int, Workload], args: ar
     return [entries[s.index] for s in scenarios]
 
 
-def _done(out: Path, scenario: Scenario) -> dict | None:
-    path = scenario_dir(out, scenario.index) / "entry.json"
+def _done(args: argparse.Namespace, scenario: Scenario) -> dict | None:
+    """The entry already in the scenario's folder, if it ran with the same parameters, machines and floor."""
+    path = scenario_dir(args.out, scenario.index) / "entry.json"
     if not path.is_file():
         return None
     entry = json.loads(path.read_text())
-    return entry if entry["parameters"] == json.loads(json.dumps(parameters(scenario))) else None
+    same = (entry["parameters"] == json.loads(json.dumps(parameters(scenario)))
+            and entry.get("machines", 1) == args.machines and (entry.get("floor_ratio") is not None) == args.floor)
+    return entry if same else None
 
 
 def simulate_scenario(scenario: Scenario, workload: Workload, spec: str, directory: Path, keep: bool,
-                      trace: bool = False) -> dict:
+                      trace: bool = False, machines: int = 1, floor: bool = False) -> dict:
     """Run one scenario in the simulator and write its entry.json (an error entry if it could not run)."""
     try:
         with quiet_forecast():
             outcome = run_scenario(scenario, workload, spec, directory / "runs" if keep else None,
-                                   directory / "trace" if trace else None)
+                                   directory / "trace" if trace else None, machines, floor)
         entry = scenario_entry(scenario, outcome)
     except Exception as exc:  # one scenario's failure is a result of the grid, not its end
         entry = error_entry(scenario, f"{type(exc).__name__}: {exc}")
@@ -145,7 +155,9 @@ def _progress(entry: dict) -> str:
     wall = sum(run["wall_s"] for run in entry["runs"].values())
     loaded = " loaded" if entry["loaded"] else ""
     delta = "-" if entry["continuity_delta"] is None else f"{entry['continuity_delta']:+.3f}"
-    return f"scenario {entry['index']}: ratio {entry['p90_ratio']:.2f}{loaded}, continuity {delta}, {wall:.0f} s"
+    floor = "" if entry.get("floor_ratio") is None else f", floor {entry['floor_ratio']:.2f}"
+    return (f"scenario {entry['index']}: ratio {entry['p90_ratio']:.2f}{loaded}, continuity {delta}{floor}, "
+            f"{wall:.0f} s")
 
 
 def write_summary(out: Path, summary: dict) -> None:

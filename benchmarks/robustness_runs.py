@@ -5,6 +5,9 @@ Every run is a `liveserve bench replay` of the scenario's sample through lab.rep
 The KV pools: where the scenario's share is 1 (everything fits), pools holding every session in flight
 (`fits_blocks`); otherwise FCFS+LRU first runs with those pools to measure the working set (the peak thinker
 and talker blocks), then both policies run with the share of it (never below the largest session's context).
+Simulated, each policy runs on `machines` draws of the spec's step noise (machine seeds 0, 1, ...: FCFS+LRU
+and the shipped policies meet the same machines), and with `floor` FCFS+LRU runs again on as many other
+machines: how far the P90 of one policy moves from one machine to another, the yardstick for the ratios.
 """
 
 from __future__ import annotations
@@ -47,28 +50,38 @@ def quiet_forecast():
 
 
 def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None = None,
-                 trace: Path | None = None) -> dict:
-    """{"pools", "working_set" (None where everything fits), "runs": {name: figures and `wall_s`}} (see
-    `run_figures`); with `keep`, each run's whole result JSON is written there as NAME.json; with `trace`,
-    each run's step traces (`runtime.trace_dir`) go to `trace`/NAME/."""
+                 trace: Path | None = None, machines: int = 1, floor: bool = False) -> dict:
+    """{"pools", "working_set" (None where everything fits), "machines", "runs": {name: figures and `wall_s`}}
+    (see `run_figures`; `run_name` names each policy's run on each machine, the floor's FCFS+LRU runs are on
+    machines `machines` to 2 x `machines` - 1); with `keep`, each run's whole result JSON is written there as
+    NAME.json; with `trace`, each run's step traces (`runtime.trace_dir`) go to `trace`/NAME/."""
     run = _runner(scenario, workload, simulate, keep, trace)
     fits = fits_blocks(workload, scenario.users, scenario.spoken)
     runs, working_set, pools = {}, None, fits
     if scenario.pool_share < 1.0:
         runs[FITS] = run(FITS, FCFS, fits)
         working_set = {stage: int(runs[FITS]["peak_blocks"][stage]) for stage in fits}
-        floor = largest_session_blocks(workload, scenario.spoken)
-        pools = {stage: max(floor[stage], math.ceil(scenario.pool_share * working_set[stage])) for stage in fits}
-    runs[FCFS] = run(FCFS, FCFS, pools)
-    runs[SHIPPED] = run(SHIPPED, SHIPPED, pools)
+        largest = largest_session_blocks(workload, scenario.spoken)
+        pools = {stage: max(largest[stage], math.ceil(scenario.pool_share * working_set[stage])) for stage in fits}
+    for machine in range(machines * (2 if floor else 1)):
+        policies = (FCFS, SHIPPED) if machine < machines else (FCFS,)
+        for policy in policies:
+            runs[run_name(policy, machine)] = run(run_name(policy, machine), policy, pools, machine)
     runs[UNLOADED] = run(UNLOADED, FCFS, fits)
-    return {"pools": pools, "working_set": working_set, "runs": runs}
+    return {"pools": pools, "working_set": working_set, "machines": machines, "runs": runs}
+
+
+def run_name(policy: str, machine: int) -> str:
+    """A policy's run on machine `machine` (seed 0: the policy's name alone)."""
+    return policy if machine == 0 else f"{policy}@{machine}"
 
 
 def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None, trace: Path | None):
-    def run(name: str, policy: str, pools: dict[str, int]) -> dict:
+    def run(name: str, policy: str, pools: dict[str, int], machine: int = 0) -> dict:
         make = unloaded_options if name == UNLOADED else replay_options
         options = make(scenario, workload, policy, pools, simulate)
+        if simulate is not None:
+            options = replace(options, machine_seed=machine)
         if trace is not None:
             traced = Override(("runtime", "trace_dir"), str(trace / name))
             options = replace(options, overrides=(*options.overrides, traced))

@@ -1,10 +1,12 @@
 """The robustness grid's verdict: each scenario's ratios, the aggregates, issue 47's "must hold" criteria,
 where the losses are (by region of the grid), a plot of the ratios and a short table.
 
-A scenario's `p90_ratio` is the shipped policies' P90 audio TTFP over FCFS+LRU's; it is `loaded` where
-FCFS+LRU's P90 is at least LOADED_FACTOR times its unloaded P90; `continuity_delta` is the shipped policies'
-continuity-ok share minus FCFS+LRU's. A scenario that did not run, or has no P90 for a run, is an error:
-the criteria are taken over the others, and `all_hold` needs there to be none.
+A scenario's `p90_ratio` is the shipped policies' P90 audio TTFP over FCFS+LRU's (each the mean over the
+simulated machines both ran on); it is `loaded` where FCFS+LRU's P90 is at least LOADED_FACTOR times its
+unloaded P90; `continuity_delta` is the shipped policies' continuity-ok share minus FCFS+LRU's. With a floor,
+`floor_ratio` is FCFS+LRU's P90 on as many other machines over its P90 on those: what the machine alone
+changes, which the `floor_` aggregates sum up. A scenario that did not run, or has no P90 for a run, is an
+error: the criteria are taken over the others, and `all_hold` needs there to be none.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 from pathlib import Path
-from statistics import median
+from statistics import fmean, median
 from typing import Any
 
-from robustness_runs import FCFS, SHIPPED, UNLOADED
+from robustness_runs import FCFS, SHIPPED, UNLOADED, run_name
 from robustness_scenarios import Scenario
 
 SAFE_RATIO, SAFE_SHARE, MAX_RATIO = 1.05, 0.95, 1.15
@@ -33,14 +35,24 @@ REGIONS = {
 
 def scenario_entry(scenario: Scenario, outcome: dict[str, Any]) -> dict[str, Any]:
     """The summary's entry of a scenario that ran (see the module's docstring for the three verdicts)."""
-    runs = outcome["runs"]
-    fcfs, shipped, unloaded = (runs[name]["ttfp_p90_ms"] for name in (FCFS, SHIPPED, UNLOADED))
+    runs, machines = outcome["runs"], range(outcome.get("machines", 1))
+    fcfs, shipped = (_mean(runs, policy, machines, "ttfp_p90_ms") for policy in (FCFS, SHIPPED))
+    unloaded = runs[UNLOADED]["ttfp_p90_ms"]
     entry = {"index": scenario.index, "parameters": parameters(scenario), **outcome}
     if None in (fcfs, shipped, unloaded) or not fcfs:
         return {**entry, "error": "a run has no audio TTFP"}
-    continuity = runs[SHIPPED]["continuity"], runs[FCFS]["continuity"]
+    continuity = [_mean(runs, policy, machines, "continuity") for policy in (SHIPPED, FCFS)]
+    others = range(len(machines), 2 * len(machines))
+    floor = _mean(runs, FCFS, others, "ttfp_p90_ms") if run_name(FCFS, others[0]) in runs else None
     return {**entry, "p90_ratio": shipped / fcfs, "loaded": fcfs >= LOADED_FACTOR * unloaded,
-            "continuity_delta": None if None in continuity else continuity[0] - continuity[1]}
+            "continuity_delta": None if None in continuity else continuity[0] - continuity[1],
+            "floor_ratio": None if floor is None else floor / fcfs}
+
+
+def _mean(runs: dict[str, dict], policy: str, machines: range, figure: str) -> float | None:
+    """`figure`'s mean over `policy`'s runs on `machines` (None if a run lacks it)."""
+    values = [runs[run_name(policy, machine)][figure] for machine in machines]
+    return None if None in values else fmean(values)
 
 
 def error_entry(scenario: Scenario, error: str) -> dict[str, Any]:
@@ -67,6 +79,10 @@ def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
         "loaded_median_ratio": median(loaded) if loaded else None,
         "min_continuity_delta": min(deltas, default=None),
     }
+    floors = [e["floor_ratio"] for e in ran if e.get("floor_ratio") is not None]
+    if floors:
+        aggregates.update(floor_share_ratio_le_1_05=_share(floors, SAFE_RATIO), floor_max_ratio=max(floors),
+                          floor_share_ratio_le_1_15=_share(floors, MAX_RATIO), floor_median_ratio=median(floors))
     return {**aggregates, "criteria": criteria(aggregates), "regions": regions(ran)}
 
 
@@ -115,9 +131,10 @@ def _bin(value: float, edges: tuple[float, ...]) -> str:
 
 def format_table(summary: dict[str, Any]) -> str:
     """The aggregates, the criteria and the regions, as a few aligned lines."""
-    lines = [f"{key:<24} {_number(summary[key])}" for key in
+    lines = [f"{key:<26} {_number(summary[key])}" for key in
              ("num_scenarios", "num_errors", "num_loaded", "share_ratio_le_1_05", "max_ratio", "median_ratio",
-              "loaded_median_ratio", "min_continuity_delta")]
+              "loaded_median_ratio", "min_continuity_delta", "floor_share_ratio_le_1_05",
+              "floor_share_ratio_le_1_15", "floor_max_ratio", "floor_median_ratio") if key in summary]
     lines += [f"{'must hold: ' + key:<36} {verdict}" for key, verdict in summary["criteria"].items()]
     lines.append(f"{'region':<28} {'n':>4} {'loaded':>6} {'<=1.05':>7} {'median':>7} {'max':>6}")
     for dimension, values in summary["regions"].items():
@@ -147,6 +164,10 @@ def plot_ratios(entries: list[dict[str, Any]], path: Path) -> None:
     for label, ratios in groups.items():
         ordered = sorted(ratios)
         cdf.step(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], where="post", label=label)
+    floors = sorted(e["floor_ratio"] for e in ran if e.get("floor_ratio") is not None)
+    if floors:
+        cdf.step(floors, [(i + 1) / len(floors) for i in range(len(floors))], where="post", color="grey",
+                 label="FCFS+LRU on other machines / FCFS+LRU")
     for axis in (histogram, cdf):
         for limit, style in ((SAFE_RATIO, "--"), (MAX_RATIO, ":"), (LOADED_MEDIAN, "-.")):
             axis.axvline(limit, color="grey", linestyle=style, linewidth=1)

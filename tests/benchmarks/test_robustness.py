@@ -111,6 +111,25 @@ def test_an_entry_s_ratio_load_and_continuity_delta():
     json.dumps(scenario_entry(draw_scenario(1, 3), _outcome(1.0, 1.0, 1.0)), allow_nan=False)  # inf rates as "inf"
 
 
+def test_on_several_machines_an_entry_compares_mean_p90s_and_its_floor_is_fcfs_on_the_others():
+    def run(p90, continuity=1.0):
+        return {"ttfp_p90_ms": p90, "continuity": continuity, "wall_s": 1.0}
+    runs = {"fcfs-lru": run(100.0), "fcfs-lru@1": run(300.0, 0.9), "liveserve": run(150.0), "liveserve@1": run(150.0),
+            "fcfs-lru@2": run(240.0), "fcfs-lru@3": run(200.0), "unloaded": run(50.0)}
+    outcome = {"pools": {}, "working_set": None, "machines": 2, "runs": runs}
+    entry = scenario_entry(draw_scenario(1, 0), outcome)
+    assert entry["p90_ratio"] == pytest.approx(0.75) and entry["loaded"] is True  # 150 / 200; 200 >= 2 x 50
+    assert entry["continuity_delta"] == pytest.approx(0.05) and entry["floor_ratio"] == pytest.approx(1.1)
+    del runs["fcfs-lru@2"], runs["fcfs-lru@3"]
+    assert scenario_entry(draw_scenario(1, 0), outcome)["floor_ratio"] is None
+    floors = _entries([(1.0, False)] * 4)
+    for entry, floor in zip(floors, (0.9, 1.0, 1.1, 1.3)):
+        entry["floor_ratio"] = floor
+    summary = summarize(floors)
+    assert summary["floor_share_ratio_le_1_05"] == 0.5 and summary["floor_max_ratio"] == 1.3
+    assert summary["floor_share_ratio_le_1_15"] == 0.75 and summary["floor_median_ratio"] == pytest.approx(1.05)
+
+
 def _entries(ratios_loaded, deltas=None):
     deltas = deltas or [0.0] * len(ratios_loaded)
     return [{"index": i, "parameters": draw_scenario(2, i).__dict__ | {"request_rate": 1.0}, "p90_ratio": ratio,
@@ -175,3 +194,9 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_its_summary(tmp_path):
     robustness.main([*grid, "--only", "1"])
     again = json.loads((tmp_path / "summary.json").read_text())
     assert again["scenarios"] == summary["scenarios"][1:]
+    # on two machines with a floor: scenario 1 runs again, each policy on machines 0 and 1, FCFS on 2 and 3
+    robustness.main([*grid, "--only", "1", "--machines", "2", "--floor"])
+    entry = json.loads((tmp_path / "summary.json").read_text())["scenarios"][0]
+    assert entry["machines"] == 2 and entry["floor_ratio"] is not None
+    assert {"fcfs-lru", "fcfs-lru@1", "fcfs-lru@2", "fcfs-lru@3", "liveserve", "liveserve@1"} <= set(entry["runs"])
+    assert "liveserve@2" not in entry["runs"]
