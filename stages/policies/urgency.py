@@ -26,7 +26,9 @@ class UrgencyParams:
     utility that orders the remaining requests. Requests are held and yield only while
     the stage's KV, on the device and offloaded, takes at most `pace_kv_share` of its
     pool (.inf: whatever it takes). First-audio requests are ordered as if each pending
-    position took `u1_ms_per_position` ms (0: by ready age alone).
+    position took `u1_ms_per_position` ms (0: by ready age alone), at most `u1_max_pass_ms`
+    in all: no first-audio request is passed by one that became ready more than
+    `u1_max_pass_ms` after it (.inf: no bound).
     """
 
     p_safe_ms: float = 400.0
@@ -37,6 +39,7 @@ class UrgencyParams:
     beta: float = 0.25
     pace_kv_share: float = 0.9
     u1_ms_per_position: float = 1.0
+    u1_max_pass_ms: float = 500.0
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -48,6 +51,7 @@ class UrgencyParams:
         for name in ("alpha", "beta", "u1_ms_per_position"):
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
         require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
+        require_number(self, "u1_max_pass_ms", lambda v: v >= 0, "a number >= 0 (.inf: no bound)")
 
 
 def _no_telemetry(request_id: str) -> PlaybackState | None:
@@ -64,11 +68,13 @@ class UrgencyPolicy(SchedulingPolicy):
 
     - U0 playback at risk: started and P <= p_safe_ms. Served first, smallest P first.
     - U1 first audio: not started. Next, by when each would be served if its pending
-      positions took `u1_ms_per_position` ms each: `ready_since` + num_pending x that.
-      Among listeners who started waiting together, the least work first (a burst of
-      new turns: short prompts do not queue behind a long one's prefill); a request is
-      passed over only by those that became ready less than its extra work later, so
-      none starves.
+      positions took `u1_ms_per_position` ms each: `ready_since` + min(num_pending x
+      that, `u1_max_pass_ms`). Among listeners who started waiting together, the least
+      work first (a burst of new turns: short prompts do not queue behind a long one's
+      prefill). Regret against FCFS is bounded: a first-audio request is ordered behind
+      only U0 requests and first-audio requests that became ready at most
+      `u1_max_pass_ms` after it, so none starves, and what it waits for beyond FCFS's
+      order is the work of turns that began within that bound of its own.
     - U2 the rest: highest utility first,
       U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
@@ -130,7 +136,7 @@ class UrgencyPolicy(SchedulingPolicy):
         params = self.params
         p_safe, p_max = params.p_safe_ms, params.p_max_ms
         exposure = params.alpha / p_safe  # utility lost per ms of buffer beyond p_safe
-        s_per_position = params.u1_ms_per_position / 1000.0
+        s_per_position, max_pass_s = params.u1_ms_per_position / 1000.0, params.u1_max_pass_ms / 1000.0
         p_resume = params.p_max_ms if params.p_resume_ms is None else params.p_resume_ms  # where a hold ends
         paced = pool_affords and not (self.device is not None and self.device.kv_pressed)
         if not paced:
@@ -151,7 +157,7 @@ class UrgencyPolicy(SchedulingPolicy):
                 continue
             state = playback(request.request_id)
             if state is None or not state.started:
-                u1_keys.append(request.ready_since + request.num_pending * s_per_position)
+                u1_keys.append(request.ready_since + min(request.num_pending * s_per_position, max_pass_s))
                 u1.append(request)
                 num_fallbacks += state is None
                 continue
