@@ -28,8 +28,12 @@ class BatchPlanner:
     plan this round, the block its next position starts where it starts one (it may
     evict dormant KV for them, never preempt): otherwise a new request ordered first
     takes the blocks running ones were about to decode into, and they preempt each
-    other. Only those blocks: a reserve for every running request would keep a new turn
-    ordered first out of a small pool while its blocks stood free.
+    other. Only those blocks for a new turn: a reserve for every running request would
+    keep a new turn ordered first out of a small pool while its blocks stood free. A
+    preempted request (a recomputation) leaves a block for every admitted request, or at
+    least those: admitted into the blocks the running ones are about to grow into, it was
+    the next victim, recomputed again and again (a thrash: 490 preemptions where FCFS had
+    47 in benchmarks/log/2026-11-30-grid-noise-floor.md's scenario 126).
     """
 
     def __init__(self, config: SchedulerConfig, residency: Residency, preemptor: Preemptor,
@@ -40,13 +44,14 @@ class BatchPlanner:
         self.clock = clock
         self.fail = fail
         self._growth = 0  # blocks the admitted requests still to plan in this round grow into
+        self._admitted = 0  # admitted requests in the order: a recomputation leaves a block for each
 
     def plan(self, ordered: list[StageRequest], plan: SchedulerPlan) -> None:
         """Append to `plan` the chunks of this round, and the requests preempted for them."""
         budget = self.config.max_num_batched_tokens
         running = RequestStatus.RUNNING
         grows = {r.request_id: self.residency.blocks_to_grow(r) for r in ordered if r.status is running}
-        self._growth = sum(grows.values())
+        self._growth, self._admitted = sum(grows.values()), len(grows)
         for request in ordered:
             if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
                 break
@@ -86,7 +91,9 @@ class BatchPlanner:
         return self.residency.ensure_resident(request, self.clock()) == 0
 
     def _reserve(self, request: StageRequest, end: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
-        growth = self._growth if request.status is RequestStatus.WAITING else 0
+        growth = 0
+        if request.status is RequestStatus.WAITING:
+            growth = max(self._growth, self._admitted) if request.num_preemptions else self._growth
         shortfall = self.residency.shortfall(request, end, growth, self.clock())
         if shortfall is None:
             return False

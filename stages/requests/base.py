@@ -45,9 +45,9 @@ class StageRequest(ABC):
     - `speech_paused()` tells it its user went quiet and their turn may be over: a
       request whose work the end of the turn waits for may start it now (the ASR's pass
       over the speech so far); the others ignore it.
-    The scheduler owns `status`, `last_scheduled_time` and `ready_since` (the clock
+    The scheduler owns `status`, `last_scheduled_time`, `ready_since` (the clock
     time of the round that last saw the request go from no pending work to some; None
-    while it has none). Only the stage engine's thread touches a request once it is
+    while it has none) and `num_preemptions` (how often its KV was taken). Only the stage engine's thread touches a request once it is
     submitted.
     """
 
@@ -58,6 +58,7 @@ class StageRequest(ABC):
         self.num_computed = 0
         self.last_scheduled_time = arrival_time
         self.ready_since: float | None = None
+        self.num_preemptions = 0
         self.finish_reason: str | None = None
         self.idle_until_known = -1
 

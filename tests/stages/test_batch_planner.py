@@ -81,6 +81,19 @@ def test_a_waiting_request_leaves_no_room_for_a_running_one_whose_next_position_
     assert chunks(plan) == [("new", 0, 4), ("run", 3, 1)] and plan.preempted == []
 
 
+@pytest.mark.parametrize("preemptions, planned", [(0, [("new", 0, 4), ("run", 3, 1)]), (1, [("run", 3, 1)])])
+def test_a_preempted_request_leaves_a_block_to_every_admitted_one(preemptions, planned):
+    kv = make_kv(2)
+    residency, requests = KVResidency(kv), {}
+    running = resident(requests, residency, "run", 3, pending=True)  # grows into no new block this round
+    new = requests["new"] = thinker("new", 0.0, [3] * 4, max_tokens=None, close=False)
+    new.num_preemptions = preemptions  # a recomputation would be the next victim of run's growth: it waits
+    planner, _, _ = planner_for(residency, requests)
+    plan = SchedulerPlan()
+    planner.plan([new, running], plan)
+    assert chunks(plan) == planned and plan.preempted == []
+
+
 def test_idle_residents_go_first_least_recently_scheduled_first():
     kv = make_kv(4)
     residency, requests = KVResidency(kv), {}
@@ -122,6 +135,19 @@ def test_active_victims_are_the_latest_arrivals_first_whatever_the_order():
     assert Preemptor(requests, residency).victims(asking, urgency_order, SchedulerPlan(), 3) == [third, second]
 
 
+def test_a_decoder_takes_no_kv_from_a_request_ordered_before_it():
+    kv = make_kv(6)
+    residency, requests = KVResidency(kv), {}
+    ahead, behind = (resident(requests, residency, rid, 8, pending=True) for rid in ("ahead", "behind"))
+    ahead.arrival_time = 5.0  # the latest arrival, but the policy put it first (and it could not be planned)
+    asking = thinker("asking", 0.0, [1] * 4, max_tokens=None)
+    asking.status, asking.num_computed = RequestStatus.RUNNING, 3  # one position pending: a decode
+    preemptor = Preemptor(requests, residency)
+    assert preemptor.victims(asking, [ahead, asking, behind], SchedulerPlan(), 2) == [behind]
+    assert preemptor.victims(asking, [ahead, asking, behind], SchedulerPlan(), 3) is None
+    assert preemptor.victims(asking, [asking, behind, ahead], SchedulerPlan(), 3) == [ahead, behind]
+
+
 def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_and_a_decode_does_not():
     kv = make_kv(6)
     residency, requests = KVResidency(kv), {}
@@ -160,5 +186,5 @@ def test_preempting_frees_the_kv_and_sends_the_request_back_to_wait():
     preemptor, plan = Preemptor(requests, residency), SchedulerPlan()
     preemptor.preempt(victim, plan)
     assert (victim.status, victim.num_computed, kv.num_blocks_held("v")) == (RequestStatus.WAITING, 0, 0)
-    assert plan.preempted == ["v"] and preemptor.num_preemptions == 1 and "v" in requests
+    assert plan.preempted == ["v"] and preemptor.num_preemptions == victim.num_preemptions == 1 and "v" in requests
     residency.check_integrity(requests.values())
