@@ -16,12 +16,8 @@ class Preemptor:
     order) first, then the latest arrivals first (ties: from the end of the order): FCFS's
     victims whatever the policy, the requests with the least work to lose (victims from
     the end of the urgency order were long replies, recomputed whole:
-    benchmarks/log/2026-11-29-robustness-grid.md). A decoder takes from none the policy
-    ordered before it (one that could not be planned this round): admitted first, such
-    a request was the latest arrival and the next decoder's victim, over and over (a
-    thrash of recomputations, benchmarks/log/2026-11-30-grid-noise-floor.md). A WAITING
-    request, and room to load KV that is on the host (`idle_only`), take idle residents
-    only.
+    benchmarks/log/2026-11-29-robustness-grid.md). A WAITING request, and room to load
+    KV that is on the host (`idle_only`), take idle residents only.
 
     Without `prefill_preempts`, a prefill (a request with more than one position
     pending: a new turn, or a recomputation) takes no active request's KV while another
@@ -60,8 +56,6 @@ class Preemptor:
         if self._may_take_active(request, ordered, plan, idle_only):  # held first, then the newest first
             rank = {r.request_id: i for i, r in enumerate(ordered)}
             active = [r for r in holders if r.num_pending > 0]
-            if request.num_pending <= 1:  # a decoder takes from no one the policy ordered before it
-                active = [r for r in active if rank.get(r.request_id, len(ordered)) > rank[request.request_id]]
             latest_first = sorted(active, key=lambda r: (r.request_id not in rank, r.arrival_time,
                                                          rank.get(r.request_id, 0)), reverse=True)
             candidates += latest_first

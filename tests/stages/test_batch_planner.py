@@ -135,19 +135,6 @@ def test_active_victims_are_the_latest_arrivals_first_whatever_the_order():
     assert Preemptor(requests, residency).victims(asking, urgency_order, SchedulerPlan(), 3) == [third, second]
 
 
-def test_a_decoder_takes_no_kv_from_a_request_ordered_before_it():
-    kv = make_kv(6)
-    residency, requests = KVResidency(kv), {}
-    ahead, behind = (resident(requests, residency, rid, 8, pending=True) for rid in ("ahead", "behind"))
-    ahead.arrival_time = 5.0  # the latest arrival, but the policy put it first (and it could not be planned)
-    asking = thinker("asking", 0.0, [1] * 4, max_tokens=None)
-    asking.status, asking.num_computed = RequestStatus.RUNNING, 3  # one position pending: a decode
-    preemptor = Preemptor(requests, residency)
-    assert preemptor.victims(asking, [ahead, asking, behind], SchedulerPlan(), 2) == [behind]
-    assert preemptor.victims(asking, [ahead, asking, behind], SchedulerPlan(), 3) is None
-    assert preemptor.victims(asking, [asking, behind, ahead], SchedulerPlan(), 3) == [ahead, behind]
-
-
 def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_and_a_decode_does_not():
     kv = make_kv(6)
     residency, requests = KVResidency(kv), {}
