@@ -226,10 +226,11 @@ class Offloader(KVTier):
         them move down with their blocks; a transfer in flight keeps only what it copies below `first`."""
         if state.job is not None:
             self.invalidate(state, first)
-        elif len(state.host_ids) > first:
+            return
+        if len(state.host_ids) > first:
             self.host.pool.release(state.host_ids[first : first + count])
             del state.host_ids[first : first + count]
-            self.refresh(state)
+        self.refresh(state)  # fewer device blocks: host copies may now back all of them
 
     def poll(self) -> list[TransferDone]:
         for job in self.worker.take_finished():
