@@ -47,8 +47,8 @@ class StageRequest(ABC):
       over the speech so far); the others ignore it.
     The scheduler owns `status`, `last_scheduled_time`, `ready_since` (the clock
     time of the round that last saw the request go from no pending work to some; None
-    while it has none) and `num_preemptions` (how often its KV was taken). Only the stage engine's thread touches a request once it is
-    submitted.
+    while it has none) and `num_preemptions` (how often its KV was taken). Only the
+    stage engine's thread touches a request once it is submitted.
     """
 
     def __init__(self, request_id: str, arrival_time: float) -> None:
