@@ -36,7 +36,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from robustness_confirm import confirm
-from robustness_runs import SIM_SPEC, quiet_forecast, run_scenario
+from robustness_runs import ROOT, SIM_SPEC, quiet_forecast, run_scenario
 from robustness_scenarios import Scenario, draw_scenarios
 from robustness_summary import error_entry, format_table, parameters, plot_ratios, scenario_entry, summarize
 from robustness_workloads import SHAREGPT_PATH, Workload, sharegpt_pool, write_workload
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     workloads = prepare(scenarios, seed, args.out)
     started = time.perf_counter()
     entries = run_grid(scenarios, workloads, args)
-    summary = {"seed": seed, "spec": args.spec, "workers": args.workers, "wall_s": round(time.perf_counter() - started),
+    wall_s = round(time.perf_counter() - started)
+    summary = {"seed": seed, "spec": _shown(args.spec), "workers": args.workers, "wall_s": wall_s,
                **summarize(entries), "scenarios": entries}
     write_summary(args.out, summary)
     print(format_table(summary))
@@ -87,6 +88,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
+
+
+def _shown(spec: str) -> str:
+    """A spec inside the repository by its path from there (a summary names no folder of this machine)."""
+    path = Path(spec).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else spec
 
 
 def _capped(scenario: Scenario, max_requests: int | None) -> Scenario:

@@ -185,6 +185,7 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_its_summary(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert status == (0 if summary["criteria"]["all_hold"] else 1)
     assert [e["index"] for e in summary["scenarios"]] == [0, 1] and summary["num_errors"] == 0
+    assert summary["spec"] == "configs/sim/tiny-omni-cpu.yaml"  # no folder of this machine
     for entry in summary["scenarios"]:
         assert {"parameters", "p90_ratio", "loaded", "continuity_delta", "pools", "runs"} <= set(entry)
         assert {"fcfs-lru", "liveserve", "unloaded"} <= set(entry["runs"])
