@@ -59,9 +59,9 @@ def traced_steps(path: Path) -> list:
     return steps
 
 
-def stage_steps(trace_dirs: list[Path], kind: str, window: int | None = None) -> list:
-    """(step, `window`, the index of its trace directory) for every step of the `kind` stage."""
-    return [(step, window, run) for run, trace_dir in enumerate(trace_dirs) if (trace_dir / f"{kind}.jsonl").exists()
+def stage_steps(trace_dirs: list[Path], kind: str) -> list:
+    """(step, the index of its trace directory) for every step of the `kind` stage."""
+    return [(step, run) for run, trace_dir in enumerate(trace_dirs) if (trace_dir / f"{kind}.jsonl").exists()
             for step in traced_steps(trace_dir / f"{kind}.jsonl")]
 
 
@@ -147,7 +147,7 @@ def main() -> None:
     fits = {}
     for kind, stage in spec.stages.items():
         steps = stage_steps([*args.trace_dirs, *args.windowed], kind)
-        steps = [(step, args.window if run >= len(args.trace_dirs) else None, run) for step, _, run in steps]
+        steps = [(step, args.window if run >= len(args.trace_dirs) else None, run) for step, run in steps]
         if len(steps) < len(KNOBS):
             print(f"# {kind}: {len(steps)} traced steps, too few to fit; kept as the spec has it")
             continue

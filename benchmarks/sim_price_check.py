@@ -30,7 +30,7 @@ def price_bins(kind: str, steps, model, device) -> list[dict]:
     rows = []
     for low, high in BINS:
         measured, priced = [], []
-        for (_, seconds, chunks), _, _ in steps:
+        for (_, seconds, chunks), _ in steps:
             if low <= sum(n for n, _ in chunks) <= high:
                 measured.append(seconds)
                 priced.append(step_cost(model, device, [chunk_cost(kind, n, start) for n, start in chunks]).seconds)

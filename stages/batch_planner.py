@@ -30,10 +30,10 @@ class BatchPlanner:
     takes the blocks running ones were about to decode into, and they preempt each
     other. Only those blocks for a new turn: a reserve for every running request would
     keep a new turn ordered first out of a small pool while its blocks stood free. A
-    preempted request (a recomputation) leaves a block for every admitted request, or at
-    least those: admitted into the blocks the running ones are about to grow into, it was
-    the next victim, recomputed again and again (a thrash: 490 preemptions where FCFS had
-    47 in benchmarks/log/2026-11-30-grid-noise-floor.md's scenario 126).
+    preempted request (a recomputation) leaves a block for every admitted request in the
+    order: admitted into the blocks the running ones are about to grow into, it was the
+    next victim, recomputed again and again (a thrash of recomputations:
+    benchmarks/log/2026-11-30-grid-noise-floor.md).
     """
 
     def __init__(self, config: SchedulerConfig, residency: Residency, preemptor: Preemptor,
@@ -93,7 +93,7 @@ class BatchPlanner:
     def _reserve(self, request: StageRequest, end: int, ordered: list[StageRequest], plan: SchedulerPlan) -> bool:
         growth = 0
         if request.status is RequestStatus.WAITING:
-            growth = max(self._growth, self._admitted) if request.num_preemptions else self._growth
+            growth = self._admitted if request.num_preemptions else self._growth
         shortfall = self.residency.shortfall(request, end, growth, self.clock())
         if shortfall is None:
             return False
