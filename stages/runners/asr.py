@@ -1,4 +1,4 @@
-"""Runner for the ASR stage: one transcription pass per planned request."""
+"""Runner for the ASR stage: the planned requests' transcription passes, batched."""
 
 from __future__ import annotations
 
@@ -9,20 +9,19 @@ from stages.runners.base import ModelRunner
 
 
 class ASRRunner(ModelRunner):
-    """Transcribes every planned request's speech so far, one request after another in the plan's
-    order (faster-whisper has no batch API for independent streams; the scheduler's
-    `max_num_seqs` bounds the passes of a step). A pass of a closed request is its final: the text
-    of the pass before it when that one read all the speech."""
+    """Transcribes every planned request's speech so far, all in one batched pass (the scheduler's
+    `max_num_seqs` bounds a step's passes). A pass of a closed request is its final: the text of
+    the pass before it when that one read all the speech, with no pass of its own."""
 
     def __init__(self, model: WhisperASR) -> None:
         self.model = model
 
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
-        results = {}
-        for chunk in plan.chunks:
-            request: ASRRequest = chunk.request
-            speech = request.speech()
-            text = request.reusable_text() if request.is_closed else None
-            results[request.request_id] = Transcript(self.model.transcribe(speech) if text is None else text,
-                                                     request.is_closed, len(speech))
-        return RunnerOutput(results)
+        requests: list[ASRRequest] = [chunk.request for chunk in plan.chunks]
+        speech = [request.speech() for request in requests]
+        texts = [request.reusable_text() if request.is_closed else None for request in requests]
+        to_read = [i for i, text in enumerate(texts) if text is None]
+        for i, text in zip(to_read, self.model.transcribe_batch([speech[i] for i in to_read])):
+            texts[i] = text
+        return RunnerOutput({request.request_id: Transcript(text, request.is_closed, len(samples))
+                             for request, text, samples in zip(requests, texts, speech)})

@@ -1,8 +1,7 @@
-"""The real speech stages (Whisper tiny.en, Piper) as engines on a clock, stepped by hand, and word error rate."""
+"""The real speech stages (Whisper tiny.en, Piper) as engines on a clock, stepped by hand."""
 
 from __future__ import annotations
 
-import re
 import time
 
 from stages.config import SchedulerConfig
@@ -12,25 +11,6 @@ from stages.models.asr_whisper import WhisperConfig
 from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
 from stages.stage_spec import StageSpec
-
-SPELLED = {"mr": "mister", "mrs": "missus"}
-
-
-def normalized_words(text: str) -> list[str]:
-    """Lower case, hyphens as spaces, no punctuation, a few abbreviations spelled out."""
-    words = re.sub(r"[^a-z0-9' ]", " ", text.lower().replace("-", " ")).split()
-    return [SPELLED.get(word, word) for word in words]
-
-
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    """(substitutions + deletions + insertions) / words of the reference, on normalized words."""
-    ref, hyp = normalized_words(reference), normalized_words(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, word in enumerate(ref, 1):
-        previous, row[0] = row[0], i
-        for j, heard in enumerate(hyp, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (word != heard))
-    return row[-1] / max(1, len(ref))
 
 
 class SteppedEngine:

@@ -8,13 +8,16 @@ BLAS thread count (benchmarks/log/2026-11-26-speech-models.md).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from lab.word_error import word_error_rate
 from stages.commands import AddRequest, AppendInput, TurnEndingHint
+from stages.models.asr_whisper import SAMPLE_RATE, WhisperConfig, window_s
 from stages.requests import ASRRequest
 from tests.conftest import read_fixture
-from tests.stages.speech_harness import asr_engine, word_error_rate
+from tests.stages.speech_harness import asr_engine
 
 CLIPS = {
     "q_capital_espeak_24k.wav": ("What is the capital of France?", 0.17),
@@ -67,10 +70,43 @@ def test_a_pause_transcribes_the_speech_so_far_and_the_final_is_that_text_withou
     assert not paused.is_final and word_error_rate(text, paused.text) <= bound, paused.text
     passes = []
     model = asr.engine.runner.model
-    monkeypatch.setattr(model, "transcribe", lambda speech: passes.append(len(speech)) or "again")
+    monkeypatch.setattr(model, "transcribe_batch", lambda speech: passes.extend(map(len, speech)) or ["again"])
     asr.engine.submit(AppendInput("p", None, close=True))  # the pause ended the speech
     final = asr.drain()[0].payload
     assert final.is_final and final.text == paused.text and passes == []
+
+
+def test_utterances_planned_together_are_transcribed_in_one_batched_pass(asr, monkeypatch):
+    clips = {clip: read_fixture(clip) for clip in CLIPS}
+    model, batches = asr.engine.runner.model, []
+    one_pass = model._one_pass
+    monkeypatch.setattr(model, "_one_pass", lambda audios: batches.append(len(audios)) or one_pass(audios))
+    asr.engine.submit_all([command for clip, audio in clips.items() for command in
+                           (AddRequest(ASRRequest("b" + clip, 0.0)), AppendInput("b" + clip, audio, close=True))])
+    finals = {o.request_id: o.payload for o in asr.drain(max_steps=0) if o.payload is not None}
+    assert batches == [2] and set(finals) == {"b" + clip for clip in CLIPS}
+    for clip, (text, bound) in CLIPS.items():
+        assert finals["b" + clip].is_final and word_error_rate(text, finals["b" + clip].text) <= bound
+
+
+def test_speech_longer_than_a_window_is_read_window_by_window(asr):
+    first, second = (read_fixture(clip) for clip in CLIPS)
+    silence = np.zeros(round(29 * SAMPLE_RATE), np.float32)  # 2 + 29 + 7 s: the second clip in a second window
+    audio = np.concatenate([first, silence, second])
+    text = asr.engine.runner.model.transcribe(audio)
+    assert word_error_rate(" ".join(t for t, _ in CLIPS.values()), text) <= 0.1, text
+
+
+@pytest.mark.parametrize(("speech_s", "window"), [(0.5, 12.0), (2.0, 12.0), (11.0, 12.0), (11.2, 13.0), (28.7, 30.0)])
+def test_a_pass_reads_a_window_of_its_speech_and_a_second_rounded_up_within_the_bounds(speech_s, window):
+    assert window_s(round(speech_s * SAMPLE_RATE), WhisperConfig().min_window_s) == window
+    assert window_s(round(speech_s * SAMPLE_RATE), 30.0) == 30.0
+
+
+@pytest.mark.parametrize("bad", [0.5, 31, "10", True])
+def test_a_window_outside_whispers_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="min_window_s"):
+        WhisperConfig(min_window_s=bad)
 
 
 def test_loading_the_model_leaves_the_loading_threads_torch_threads_alone():

@@ -13,9 +13,10 @@ import pytest
 import torch
 from scipy.signal import resample_poly
 
+from lab.word_error import word_error_rate
 from stages.commands import AbortRequest, AddRequest, AppendInput
 from stages.requests import ASRRequest, TTSRequest
-from tests.stages.speech_harness import asr_engine, tts_engine, word_error_rate
+from tests.stages.speech_harness import asr_engine, tts_engine
 
 REPLY = "The capital of France is Paris. It is a large city."
 RATE = 24000

@@ -21,8 +21,8 @@ import yaml
 from scipy.signal import resample_poly
 from test_protocol_schema import GA
 
+from lab.word_error import word_error_rate
 from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence
-from tests.stages.speech_harness import word_error_rate
 
 QUESTION = "What is the capital of France?"
 CLIP = "q_capital_espeak_24k.wav"

@@ -11,6 +11,7 @@ import dataclasses
 
 import pytest
 
+from lab.word_error import word_error_rate
 from orchestrator.config import PipelineConfig
 from orchestrator.datapath.stage_graph import Edge, StageGraph
 from orchestrator.orchestrator import Orchestrator
@@ -22,7 +23,6 @@ from stages.models.tts_piper import PiperVoiceConfig
 from stages.stage_spec import StageSpec
 from tests.conftest import read_fixture
 from tests.orchestrator.conftest import tiny_pipeline
-from tests.stages.speech_harness import word_error_rate
 
 QUESTION = "What is the capital of France?"
 ONE = SchedulerConfig(max_num_seqs=1)
