@@ -90,7 +90,7 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
     if spec.window is not None and spec.window.history is not None:
         add_history(model, spec.seed, spec.checkpoint)
     model.to(spec.device, DTYPES[spec.dtype])
-    pack_linears(model)
+    pack_linears(model, DTYPES[spec.linear_dtype or spec.dtype])
     return model.eval()
 
 

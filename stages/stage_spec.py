@@ -23,6 +23,7 @@ from stages.validation import require_number, require_positive_ints
 from stages.vllm_backend.args import CPU_HEAD_SIZES, VllmArgs
 
 KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
+LINEAR_DTYPES = ("float32", "bfloat16")  # what oneDNN packs (stages/models/packed_linear.py)
 PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
 BACKENDS = ("native", "vllm")
 CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
@@ -104,6 +105,9 @@ class StageSpec:
     tower, thinker, talker, vocoder: code2wav), without a window. `device` is where a native stage computes:
     `cpu`, or `cuda` (its process's first visible GPU, `cuda:N` one of them), its weights and KV in `dtype`
     (a config gives float32 on the CPU, where the C kernels compute; bfloat16 there checks a GPU's dtypes).
+    `linear_dtype` (native stages on the CPU): the dtype their oneDNN-packed linears keep their weights in and
+    multiply in (None: `dtype`); bfloat16 halves the bytes a decode step reads, while norms, attention and KV
+    stay in `dtype`. Where the CPU has no bfloat16 GEMM, the linears stay in `dtype`.
     """
 
     name: str
@@ -123,6 +127,7 @@ class StageSpec:
     folder: Path | None = None
     device: str = "cpu"
     dtype: str = "float32"
+    linear_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -158,6 +163,8 @@ class StageSpec:
                              f"Face folder (model.thinker.folder); stage {self.name} is a {self.kind}{weights}")
         if self.vllm is None or self.vllm.python is None or self.vllm.cache_dir is None:
             raise ValueError(f"backend: stage {self.name} on vllm needs its vllm arguments with python and cache_dir")
+        if self.linear_dtype is not None:
+            raise ValueError(f"linear_dtype: stage {self.name} runs on vllm, which keeps its weights in its own dtype")
         for name in ("kv", "window", "checkpoint"):
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: stage {self.name} runs on vllm, which keeps its own KV "
@@ -195,6 +202,10 @@ class StageSpec:
             raise ValueError(f"dtype: stage {self.name!r} computes in one of {sorted(DTYPES)}, not {self.dtype!r}")
         if self.device != "cpu" and self.kind in PACKAGED:
             raise ValueError(f"device: stage {self.name!r} ({self.kind}) computes on the CPU in this build")
+        if self.linear_dtype is not None and (self.linear_dtype not in LINEAR_DTYPES or self.device != "cpu"
+                                              or self.kind in PACKAGED):
+            raise ValueError(f"linear_dtype: stage {self.name} packs its linears in {' or '.join(LINEAR_DTYPES)}, "
+                             f"natively on the CPU only; got {self.linear_dtype!r} ({self.kind} on {self.device})")
 
     def _check_window(self) -> None:
         if self.kv is None:

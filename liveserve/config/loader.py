@@ -221,10 +221,11 @@ def _read_stage(section: Section, kind: StageKind, model, seed: int, weights: Pa
     kv = section.section("kv").fill(KVSpec) if kind in DECODERS and native else None
     window = _read_window(section) if kind in DECODERS and native else None
     threads = section.value("threads", int | None, None)
+    linear_dtype = section.value("linear_dtype", str | None, None)
     return build(StageSpec, section.path, name=kind, kind=kind, model=model, scheduler=scheduler, kv=kv,
                  seed=seed, checkpoint=weights, gguf=given.gguf, window=window, threads=threads, trace_path=trace,
                  backend=backend[0], vllm=backend[1], folder=given.folder, device="cuda" if on_gpu else "cpu",
-                 dtype=deployment.dtype if on_gpu else "float32")
+                 dtype=deployment.dtype if on_gpu else "float32", linear_dtype=linear_dtype)
 
 
 def _read_scheduler(section: Section) -> SchedulerConfig:

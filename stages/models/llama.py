@@ -12,7 +12,7 @@ from stages.models.attention_batch import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
 from stages.models.history import HISTORY_SEED_OFFSET, SSMHistory
 from stages.models.kernels.layer_ops import TORCH_OPS, LayerOps
-from stages.models.packed_linear import FusedLinears, PackedLinear
+from stages.models.packed_linear import FusedLinears, OutputHead, PackedLinear
 from stages.models.weights import INIT_STD, load_checkpoint, tensor_shapes
 
 
@@ -161,7 +161,7 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = DecoderBody(config)
-        self.lm_head = PackedLinear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = OutputHead(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from stages.models.attention_batch import AttentionBatch
 from stages.models.decoder_config import DecoderConfig
-from stages.models.packed_linear import PackedLinear
+from stages.models.packed_linear import OutputHead, PackedLinear
 from stages.validation import require_positive_ints
 from stages.models.llama import DecoderBody
 
@@ -41,7 +41,7 @@ class TalkerModel(nn.Module):
         self.config = config
         self.model = DecoderBody(config.decoder)
         self.cond_proj = PackedLinear(config.thinker_hidden_size, config.decoder.hidden_size, bias=False)
-        self.codec_head = PackedLinear(config.decoder.hidden_size, config.codec_vocab_size, bias=False)
+        self.codec_head = OutputHead(config.decoder.hidden_size, config.codec_vocab_size, bias=False)
 
     def input_embeddings(self, prev_frames: list[int], conds: torch.Tensor) -> torch.Tensor:
         weight = self.cond_proj.weight

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from stages.models.attention_batch import AttentionBatch
-from stages.models.packed_linear import PackedLinear
+from stages.models.packed_linear import OutputHead, PackedLinear
 from stages.models.qwen3_omni.code_predictor import Sampler, build_code_predictor, predict_residuals
 from stages.models.qwen3_omni.config import MoeDecoderConfig, Qwen3OmniConfig, TalkerConfig
 from stages.models.qwen3_omni.moe_decoder import MoeDecoderBody
@@ -60,7 +60,7 @@ class Qwen3OmniTalker(nn.Module):
         decoder = config.decoder
         self.config = config
         self.model = TalkerBody(decoder)
-        self.codec_head = PackedLinear(decoder.hidden_size, decoder.vocab_size, bias=False)
+        self.codec_head = OutputHead(decoder.hidden_size, decoder.vocab_size, bias=False)
         if decoder.tie_word_embeddings:
             self.codec_head.weight = self.model.codec_embedding.weight
         self.text_projection = ResizeMLP(config.thinker_hidden_size, decoder.intermediate_size, decoder.hidden_size)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from stages.models.attention_batch import AttentionBatch
-from stages.models.packed_linear import PackedLinear
+from stages.models.packed_linear import OutputHead
 from stages.models.qwen3_omni.config import MoeDecoderConfig, Qwen3OmniConfig
 from stages.models.qwen3_omni.moe_decoder import MoeDecoderBody
 from stages.models.qwen3_omni.weights import SafetensorsFolder, load_module
@@ -31,7 +31,7 @@ class Qwen3OmniThinker(nn.Module):
         super().__init__()
         self.config = config
         self.model = ThinkerBody(config)
-        self.lm_head = PackedLinear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = OutputHead(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
