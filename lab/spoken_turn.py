@@ -12,8 +12,10 @@ TRAILING_MS, MIC_MS, TURN_TIMEOUT_S = 1000, 20, 60.0
 TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
 
 
-async def spoken_turn(url: str, clip: np.ndarray, reply_tokens: int, transcription: bool = False) -> dict:
-    """Speak `clip` in real time (server VAD), listen until the reply has played; the turn's times in ms.
+async def spoken_turn(url: str, clip: np.ndarray, reply_tokens: int, transcription: bool = False,
+                      turn_detection: dict | None = None) -> dict:
+    """Speak `clip` in real time, listen until the reply has played; the turn's times in ms. The session's
+    `turn_detection` is the given one (None: the lab client's server VAD, 500 ms of silence).
 
     `end_of_speech_ms`: from when the client sent the audio where the server's VAD says speech ended to
     the first audio delta (a server slow to see the end counts too; the VAD's silence wait is in it).
@@ -24,6 +26,8 @@ async def spoken_turn(url: str, clip: np.ndarray, reply_tokens: int, transcripti
         session = default_session(max_output_tokens=reply_tokens)
         if transcription:
             session["audio"]["input"]["transcription"] = {"model": "whisper-1"}
+        if turn_detection is not None:
+            session["audio"]["input"]["turn_detection"] = turn_detection
         await client.update_session(**session)
         await client.stream_audio(np.concatenate([clip, silence(TRAILING_MS)]))
         deadline = client.clock() + TURN_TIMEOUT_S
