@@ -15,11 +15,11 @@ Points (`--points`, default all):
 - `light`: 96 ShareGPT requests, 12 in flight, barge-in 0.5 (a slot frees at the last audio chunk).
 - `voice-users`: 96 ShareGPT requests by 48 voice users (a slot frees once the reply was heard),
   barge-in 0.5.
-- `agent-N` (N = 2, 4, 6, 8, 12): the voice agent (Whisper tiny.en, SmolLM2-135M, Piper) with N voice users
+- `agent-N` (N = 2, 4, 6, 8, 12, 16, 24): the voice agent (Whisper tiny.en, SmolLM2-135M, Piper) with N voice users
   in flight, 3N sessions of 3 spoken turns each (traces/voice_agent_users.jsonl: questions of 6-14 tokens,
   replies of 12-40), a slot freed once the last reply was heard, barge-in 0.5.
 
-    python3 benchmarks/make_interactive_trace.py --out benchmarks/traces/voice_agent_users.jsonl --sessions 48 \
+    python3 benchmarks/make_interactive_trace.py --out benchmarks/traces/voice_agent_users.jsonl --sessions 96 \
         --turns 3 --prompt-tokens 6,14 --reply-tokens 12,40 --gap-s 1,3 --stagger-s 0.5 --seed 3
 """
 
@@ -43,7 +43,7 @@ POINTS = {
     "user-text": ONE_USER,
     "light": [*SHAREGPT, "--max-concurrency", "12"],
     "voice-users": [*SHAREGPT, "--max-concurrency", "48", "--hold-until-heard"],
-    **{f"agent-{n}": [*AGENT, "--num-requests", str(3 * n), "--max-concurrency", str(n)] for n in (2, 4, 6, 8, 12)},
+    **{f"agent-{n}": [*AGENT, "--num-requests", str(3 * n), "--max-concurrency", str(n)] for n in (2, 4, 6, 8, 12, 16, 24)},
 }
 FIGURES = {
     "TTFP p50 ms": lambda r: r["audio_ttfp_ms"]["p50"],

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -32,44 +31,12 @@ from lab.duplex.records import SessionLog
 from lab.duplex.run import fresh_server_overrides
 from lab.duplex.speech_loop import LoopedSpeech
 from lab.duplex.stream import StreamSetup, run_stream
+from lab.process_memory import rss_mb, stage_processes
 from lab.server_process import ServerProcess
 from lab.server_target import ServedConfig
 
 OUT = Path(__file__).resolve().parent / "results" / "duplex_soak.json"
 MUST_HOLD_MB_PER_MIN = 0.2
-STAGE_PREFIX = "ls-"  # what a stage process calls itself (orchestrator.placement.stage_process.PROCESS_PREFIX)
-PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def rss_mb(pid: int) -> float | None:
-    """Resident set size of `pid` in MB; None if it is gone."""
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_MB
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def stage_processes(root: int) -> dict[str, int]:
-    """The stage processes among `root`'s descendants: name (ls-<stage>) -> pid."""
-    children: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        names[int(entry.name)] = name
-        children.setdefault(int(rest[1]), []).append(int(entry.name))
-    found, todo = {}, list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        if names[pid].startswith(STAGE_PREFIX):
-            found[names[pid]] = pid
-        todo += children.get(pid, [])
-    return found
 
 
 def slope_mb_per_min(points: list[tuple[float, float]]) -> float | None:

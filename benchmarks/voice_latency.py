@@ -4,10 +4,11 @@ Piper): end of the user's speech -> first reply audio, unloaded, with its parts.
 Starts `liveserve serve` on a free loopback port and speaks the shipped question clips (or, with `--heldout`,
 the held-out human speech of benchmarks/heldout_speech) in real time (server VAD: 500 ms of silence ends a
 turn; `--turn-detection semantic_vad`: Smart Turn ends the turns it is sure of), one fresh session a turn,
-each reply played in real time before the next turn. Each turn runs twice, back to back: with input transcription off (what a user of
-the agent gets) and on (the transcript's arrival times the ASR's last pass; a partial pass may then still
-be running when speech ends). Prints p50/p90 of each figure and each question's transcript and answer;
-writes JSON.
+each reply played in real time before the next turn. Each turn runs twice, back to back: with input
+transcription off (what a user of the agent gets) and on (the transcript's arrival times the ASR's last
+pass; a partial pass may then still be running when speech ends). Prints p50/p90 of each figure and each
+question's transcript and answer; writes JSON, with the resident memory of the server and of each stage
+process after the last turn.
 
     .venv/bin/python benchmarks/voice_latency.py                 # 20 turns a mode
     .venv/bin/python benchmarks/voice_latency.py --turns 5 --out benchmarks/results/voice_quick.json
@@ -30,6 +31,7 @@ import numpy as np
 
 from lab.client.audio import load_pcm16
 from lab.clips import clips_dir
+from lab.process_memory import server_rss_mb
 from lab.server_process import ServerProcess
 from lab.server_target import ServedConfig
 from lab.spoken_turn import spoken_turn
@@ -97,14 +99,19 @@ def main() -> None:
     detection = None if args.turn_detection is None else {"type": args.turn_detection}
     with ServerProcess(served.source, served.overrides) as server:
         timed = asyncio.run(measure(server.url, args.turns, spoken_clips(args.heldout), detection))
-    summary = summarize(timed)
-    for mode, figures in summary.items():
+        rss = server_rss_mb(server.proc.pid)
+    summary = {**summarize(timed), "rss_mb": rss}
+    print("RSS after the turns, MB: " + ", ".join(f"{name} {mb:.0f}" for name, mb in rss.items())
+          + f"; total {sum(rss.values()):.0f}")
+    for mode in MODES:
+        figures = summary[mode]
         shown = ", ".join(f"{name} p50 {v['p50']:.0f} / p90 {v['p90']:.0f}" for name, v in figures.items()
                           if isinstance(v, dict))
         wer = f", WER {figures['wer']:.3f}" if "wer" in figures else ""
         print(f"{mode}: {shown}{wer}; {figures['failures']} failed")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**served.describe(), "turns": args.turns, **summary, "timed": timed}, indent=1) + "\n")
+    result = {**served.describe(), "turns": args.turns, **summary, "timed": timed}
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"written to {args.out}")
 
 
