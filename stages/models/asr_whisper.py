@@ -103,15 +103,10 @@ class WhisperASR:
 
     def transcribe_batch(self, audios: list[np.ndarray]) -> list[str]:
         """The words in each of `audios`: those that fit a window in one pass, the rest one by one."""
-        texts = ["" for _ in audios]
         fitting = [i for i, audio in enumerate(audios) if 0 < len(audio) <= (WINDOW_S - WINDOW_MARGIN_S) * SAMPLE_RATE]
-        if fitting:
-            for i, text in zip(fitting, self._one_pass([audios[i] for i in fitting])):
-                texts[i] = text
-        for i, audio in enumerate(audios):
-            if len(audio) and i not in fitting:
-                texts[i] = self._window_by_window(audio)
-        return texts
+        texts = dict(zip(fitting, self._one_pass([audios[i] for i in fitting]))) if fitting else {}
+        return [texts[i] if i in texts else self._window_by_window(audio) if len(audio) else ""
+                for i, audio in enumerate(audios)]
 
     def _one_pass(self, audios: list[np.ndarray]) -> list[str]:
         import ctranslate2
@@ -122,7 +117,8 @@ class WhisperASR:
         features = np.stack([extract(np.asarray(audio, dtype=np.float32), padding=frames * HOP)[:, :frames]
                              for audio in audios])
         encoded = self.model.model.encode(ctranslate2.StorageView.from_array(features), to_cpu=False)
-        max_tokens = min(MAX_TOKENS, len(self.prompt) + math.ceil(MAX_TOKENS_PER_S * longest / SAMPLE_RATE) + 8)
+        spoken_tokens = math.ceil(MAX_TOKENS_PER_S * longest / SAMPLE_RATE) + 8  # + punctuation and the end
+        max_tokens = min(MAX_TOKENS, len(self.prompt) + spoken_tokens)
         results = self.model.model.generate(encoded, [self.prompt] * len(audios), beam_size=self.config.beam_size,
                                             max_length=max_tokens, suppress_blank=True, suppress_tokens=[-1])
         return [self.tokenizer.decode(result.sequences_ids[0]).strip() for result in results]
