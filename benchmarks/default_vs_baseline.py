@@ -43,7 +43,8 @@ POINTS = {
     "user-text": ONE_USER,
     "light": [*SHAREGPT, "--max-concurrency", "12"],
     "voice-users": [*SHAREGPT, "--max-concurrency", "48", "--hold-until-heard"],
-    **{f"agent-{n}": [*AGENT, "--num-requests", str(3 * n), "--max-concurrency", str(n)] for n in (2, 4, 6, 8, 12, 16, 24)},
+    **{f"agent-{n}": [*AGENT, "--num-requests", str(3 * n), "--max-concurrency", str(n)]
+       for n in (2, 4, 6, 8, 12, 16, 24)},
 }
 FIGURES = {
     "TTFP p50 ms": lambda r: r["audio_ttfp_ms"]["p50"],
