@@ -7,7 +7,7 @@ before its windows were sized to the speech) and through windows of at least `--
     .venv/bin/python benchmarks/asr_window.py --windows 10,15 --out benchmarks/results/asr_window.json
 
 Prints, for each reading and set of speech, the word error rate over all its words and the ms a
-transcription took (p50), then a batched pass's ms per utterance; writes JSON.
+transcription took (p50), then a batched pass's ms per utterance (the median of three); writes JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.client.audio import load_pcm16
-from lab.clips import clips_dir
+from lab.clips import BARGE_IN_CLIP, SPOKEN_WORDS, clips_dir
 from lab.speech import synthesize
 from lab.word_error import normalized_words, word_errors
 from liveserve.audio_io import resample
@@ -29,16 +29,7 @@ from stages.models.asr_whisper import SAMPLE_RATE, WhisperASR, WhisperConfig
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "asr_window.json"
-SHIPPED = {
-    "q_capital_espeak_24k.wav": "What is the capital of France?",
-    "q_spider_espeak_24k.wav": "How many legs does a spider have?",
-    "q_story_espeak_24k.wav": "Tell me a short story about a lighthouse keeper.",
-    "q_sky_espeak_24k.wav": "Can you explain why the sky is blue?",
-    "q_tokyo_flite_24k.wav": "What time is it in Tokyo right now?",
-    "librivox_austen_0870_24k.wav": "and mister john dashwood had then leisure to consider how much there might be "
-                                    "prudently in his power to do for them",
-    "librivox_austen_0890_24k.wav": "unless to be rather cold hearted and rather selfish is to be ill disposed",
-}
+SHIPPED = [name for name in SPOKEN_WORDS if name != BARGE_IN_CLIP]  # the questions and the human reader
 SENTENCES = (
     "Who wrote the novel Pride and Prejudice?", "How far is the moon from the earth?",
     "Give me three ideas for a quick dinner tonight.", "What is the weather like in London in spring?",
@@ -63,7 +54,7 @@ def speech_16k(pcm16: np.ndarray) -> np.ndarray:
 def speech_sets() -> dict[str, list[tuple[str, np.ndarray]]]:
     heldout = json.loads((HERE / "heldout_speech" / "transcripts.json").read_text())
     return {
-        "shipped clips": [(text, speech_16k(load_pcm16(clips_dir() / name))) for name, text in SHIPPED.items()],
+        "shipped clips": [(SPOKEN_WORDS[name], speech_16k(load_pcm16(clips_dir() / name))) for name in SHIPPED],
         "held-out human": [(text, speech_16k(load_pcm16(HERE / "heldout_speech" / name)))
                            for name, text in heldout.items()],
         "eSpeak sentences": [(text, speech_16k(synthesize(text, rate=RATES[i % len(RATES)])))
@@ -84,11 +75,16 @@ def score(transcribe, speech: list[tuple[str, np.ndarray]]) -> dict:
             "ms_p50": 1000 * float(np.median(took)), "texts": texts}
 
 
-def batched_ms_per_utterance(asr: WhisperASR, speech: list[tuple[str, np.ndarray]], size: int) -> float:
+def batched_ms_per_utterance(asr: WhisperASR, speech: list[tuple[str, np.ndarray]], size: int,
+                             rounds: int = 3) -> float:
+    """The median over `rounds` batched passes of `size` utterances, ms an utterance."""
     audios = [audio for _, audio in speech[:size]]
-    start = time.perf_counter()
-    asr.transcribe_batch(audios)
-    return 1000 * (time.perf_counter() - start) / len(audios)
+    took = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        asr.transcribe_batch(audios)
+        took.append(1000 * (time.perf_counter() - start) / len(audios))
+    return float(np.median(took))
 
 
 def main() -> None:
@@ -97,7 +93,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help=f"result JSON (default {OUT})")
     args = parser.parse_args()
     asr = WhisperASR.load(WhisperConfig(), threads=1)
-    readings = {"whole window (faster-whisper)": asr._window_by_window}
+    readings = {"whole window (faster-whisper)": asr.transcribe_window_by_window}
     for window in args.windows.split(","):
         windowed = WhisperASR(asr.model, replace(asr.config, min_window_s=float(window)))
         readings[f"min_window_s {window}"] = windowed.transcribe

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.client.audio import load_pcm16
-from lab.clips import clips_dir
+from lab.clips import SPOKEN_WORDS, clips_dir
 from lab.process_memory import server_rss_mb
 from lab.server_process import ServerProcess
 from lab.server_target import ServedConfig
@@ -40,11 +40,8 @@ from liveserve.config.document import Override
 
 OUT = Path(__file__).resolve().parent / "results" / "voice_latency.json"
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "voice-cpu.yaml"
-QUESTIONS = {"q_capital_espeak_24k.wav": "What is the capital of France?",
-             "q_spider_espeak_24k.wav": "How many legs does a spider have?",
-             "q_sky_espeak_24k.wav": "Can you explain why the sky is blue?",
-             "q_tokyo_flite_24k.wav": "What time is it in Tokyo right now?",
-             "q_story_espeak_24k.wav": "Tell me a short story about a lighthouse keeper."}
+QUESTIONS = ("q_capital_espeak_24k.wav", "q_spider_espeak_24k.wav", "q_sky_espeak_24k.wav",
+             "q_tokyo_flite_24k.wav", "q_story_espeak_24k.wav")
 HELDOUT = Path(__file__).resolve().parent / "heldout_speech"
 MODES = {"transcription_off": False, "transcription_on": True}
 FIGURES = ("end_of_speech_ms", "endpoint_ms", "ttfp_ms", "asr_tail_ms")
@@ -54,7 +51,7 @@ REPLY_TOKENS = 32
 def spoken_clips(heldout: bool) -> list[tuple[str, str, np.ndarray]]:
     """(file name, the words said, 24 kHz PCM16) of the shipped questions or the held-out human speech."""
     folder, said = ((HELDOUT, json.loads((HELDOUT / "transcripts.json").read_text())) if heldout
-                    else (clips_dir(), QUESTIONS))
+                    else (clips_dir(), {name: SPOKEN_WORDS[name] for name in QUESTIONS}))
     return [(name, words, load_pcm16(folder / name)) for name, words in said.items()]
 
 

@@ -7,6 +7,17 @@ from importlib.resources import files
 from pathlib import Path
 
 BARGE_IN_CLIP = "bargein_wait_espeak_24k.wav"
+SPOKEN_WORDS = {  # what each clip says, as README.md gives it
+    "q_capital_espeak_24k.wav": "What is the capital of France?",
+    "q_spider_espeak_24k.wav": "How many legs does a spider have?",
+    "q_story_espeak_24k.wav": "Tell me a short story about a lighthouse keeper.",
+    "q_sky_espeak_24k.wav": "Can you explain why the sky is blue?",
+    "q_tokyo_flite_24k.wav": "What time is it in Tokyo right now?",
+    BARGE_IN_CLIP: "Stop. Wait a second, I have a different question.",
+    "librivox_austen_0870_24k.wav": "and mister john dashwood had then leisure to consider how much there might be "
+                                    "prudently in his power to do for them",
+    "librivox_austen_0890_24k.wav": "unless to be rather cold hearted and rather selfish is to be ill disposed",
+}
 
 
 def clips_dir() -> Path:

@@ -72,9 +72,11 @@ class WhisperASR:
     """
 
     def __init__(self, model: object, config: WhisperConfig) -> None:
+        import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
 
         self.model = model
+        self._storage_view = ctranslate2.StorageView.from_array
         self.config = config
         self.tokenizer = Tokenizer(model.hf_tokenizer, False, task="transcribe", language="en")
         self.prompt = [*self.tokenizer.sot_sequence, self.tokenizer.no_timestamps]
@@ -105,25 +107,25 @@ class WhisperASR:
         """The words in each of `audios`: those that fit a window in one pass, the rest one by one."""
         fitting = [i for i, audio in enumerate(audios) if 0 < len(audio) <= (WINDOW_S - WINDOW_MARGIN_S) * SAMPLE_RATE]
         texts = dict(zip(fitting, self._one_pass([audios[i] for i in fitting]))) if fitting else {}
-        return [texts[i] if i in texts else self._window_by_window(audio) if len(audio) else ""
+        return [texts[i] if i in texts else self.transcribe_window_by_window(audio) if len(audio) else ""
                 for i, audio in enumerate(audios)]
 
     def _one_pass(self, audios: list[np.ndarray]) -> list[str]:
-        import ctranslate2
-
         longest = max(len(audio) for audio in audios)
         frames = round(window_s(longest, self.config.min_window_s) * SAMPLE_RATE / HOP)
         extract = self.model.feature_extractor
         features = np.stack([extract(np.asarray(audio, dtype=np.float32), padding=frames * HOP)[:, :frames]
                              for audio in audios])
-        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(features), to_cpu=False)
+        encoded = self.model.model.encode(self._storage_view(features), to_cpu=False)
         spoken_tokens = math.ceil(MAX_TOKENS_PER_S * longest / SAMPLE_RATE) + 8  # + punctuation and the end
         max_tokens = min(MAX_TOKENS, len(self.prompt) + spoken_tokens)
         results = self.model.model.generate(encoded, [self.prompt] * len(audios), beam_size=self.config.beam_size,
                                             max_length=max_tokens, suppress_blank=True, suppress_tokens=[-1])
         return [self.tokenizer.decode(result.sequences_ids[0]).strip() for result in results]
 
-    def _window_by_window(self, audio: np.ndarray) -> str:
+    def transcribe_window_by_window(self, audio: np.ndarray) -> str:
+        """The words in `audio` as faster-whisper reads them: 30 s windows one after another, the features
+        padded with zeros (what a pass read before windows were sized to the speech)."""
         segments, _ = self.model.transcribe(
             np.asarray(audio, dtype=np.float32), language="en", beam_size=self.config.beam_size,
             without_timestamps=True, condition_on_previous_text=False, vad_filter=False, temperature=0.0)

@@ -18,10 +18,9 @@ class ASRRunner(ModelRunner):
 
     def execute(self, plan: SchedulerPlan) -> RunnerOutput:
         requests: list[ASRRequest] = [chunk.request for chunk in plan.chunks]
-        speech = [request.speech() for request in requests]
         texts = [request.reusable_text() if request.is_closed else None for request in requests]
         to_read = [i for i, text in enumerate(texts) if text is None]
-        for i, text in zip(to_read, self.model.transcribe_batch([speech[i] for i in to_read])):
+        for i, text in zip(to_read, self.model.transcribe_batch([requests[i].speech() for i in to_read])):
             texts[i] = text
-        return RunnerOutput({request.request_id: Transcript(text, request.is_closed, len(samples))
-                             for request, text, samples in zip(requests, texts, speech)})
+        return RunnerOutput({request.request_id: Transcript(text, request.is_closed, request.num_samples)
+                             for request, text in zip(requests, texts)})

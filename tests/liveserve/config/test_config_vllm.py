@@ -46,6 +46,8 @@ def test_the_shipped_vllm_config_runs_the_voice_agents_thinker_on_vllm_with_its_
     (vllm_args(enforce_eager="yes"), "stages.thinker.vllm.enforce_eager: expected bool, got 'yes'"),
     (vllm_args(gpu_memory_utilization=0.9), "stages.thinker.vllm.gpu_memory_utilization: unknown field"),
     (lambda d: d["stages"]["thinker"].update(backend="vlm"), "stages.thinker.backend: must be one of"),
+    (lambda d: d["stages"]["thinker"].update(linear_dtype="bfloat16"),
+     "stages.thinker: linear_dtype: stage thinker runs on vllm, which keeps its weights in its own dtype"),
     (lambda d: d["stages"]["thinker"].update(window={"tokens": 64}), "stages.thinker.window: vLLM keeps the KV"),
     (kv(eviction="next_use", host_mib=64), "stages.thinker.kv.eviction: vLLM offloads KV with a GPU-only transfer"),
     (lambda d: d["stages"]["thinker"]["scheduler"].update(policy="edf"), "stages.thinker.scheduler: unknown scheduling policy"),
