@@ -8,7 +8,7 @@ from monitor.session_monitor import BargeIn, MonitorEvent, SessionMonitor
 from monitor.silero import SileroVAD, VoiceConfidence
 from monitor.smart_turn import SmartTurn, TurnCompletion
 from monitor.turn_detector import (
-    SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector, TurnEvent,
+    SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector, TurnEvent,
 )
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "SileroVAD",
     "SmartTurn",
     "SpeechPaused",
+    "SpeechResumed",
     "SpeechStarted",
     "SpeechStopped",
     "TurnDetectionConfig",

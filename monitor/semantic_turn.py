@@ -9,7 +9,14 @@ import numpy as np
 from monitor.silero import WINDOW_SAMPLES, VoiceConfidence
 from monitor.smart_turn import WINDOW_SAMPLES as MODEL_SAMPLES
 from monitor.smart_turn import TurnCompletion
-from monitor.turn_detector import WINDOW_MS, SpeechStarted, TurnDetectionConfig, TurnDetector, TurnEvent
+from monitor.turn_detector import (
+    WINDOW_MS,
+    SpeechPaused,
+    SpeechStarted,
+    TurnDetectionConfig,
+    TurnDetector,
+    TurnEvent,
+)
 
 MIN_PAUSE_MS = 200  # the first pause the model is asked about (Smart Turn's authors advise a 200 ms VAD stop)
 # eagerness -> (probability that ends the turn, silence that ends it whatever the model says, ms). OpenAI
@@ -49,16 +56,22 @@ class SemanticTurnConfig:
     def vad(self) -> TurnDetectionConfig:
         return TurnDetectionConfig(self.threshold, self.prefix_padding_ms, self.silence_duration_ms)
 
+    @property
+    def pause_ms(self) -> float:
+        """Silence that pauses speech, as the VAD's (TurnDetectionConfig.pause_ms)."""
+        return self.vad.pause_ms
+
 
 class SemanticTurnDetector(TurnDetector):
     """Speech start, pause and stop events like TurnDetector's, with the turn's end judged by `model`.
 
     The VAD decides speech and silence by TurnDetector's rules, with silence_duration_ms the eagerness'
-    fallback timeout (so SpeechPaused comes at half of it, SpeechStopped at all of it). In addition, when
+    fallback timeout (so SpeechPaused comes at its pause_ms, SpeechStopped at all of it). In addition, when
     a silence run reaches MIN_PAUSE_MS, and again each time it doubles (400, 800, ... ms), `model` is asked
     about the turn's audio so far (from the onset less the prefix padding, at most the last 8 s, through
     the current window); a probability >= the eagerness' threshold ends the speech there, at the run's
-    start. A model call costs tens of ms: `feed` belongs on a worker thread (inline_samples is 0).
+    start (a stop in the window that would pause speech replaces the pause). A model call costs tens of ms:
+    `feed` belongs on a worker thread (inline_samples is 0).
     """
 
     inline_samples = 0
@@ -91,14 +104,15 @@ class SemanticTurnDetector(TurnDetector):
         silence_start = self._silence_start_ms
         if silence_start is None:
             self._next_check_ms = MIN_PAUSE_MS
-        if event is not None or silence_start is None or start_ms + WINDOW_MS - silence_start < self._next_check_ms:
+        pausing = event is None or isinstance(event, SpeechPaused)
+        if not pausing or silence_start is None or start_ms + WINDOW_MS - silence_start < self._next_check_ms:
             return event
         self._next_check_ms *= 2
         self.num_model_calls += 1
         if self.model.probability(self.turn_audio()) >= self.semantic.completion_threshold:
             self._next_check_ms = MIN_PAUSE_MS
             return self._stop(silence_start)
-        return None
+        return event
 
     def turn_audio(self) -> np.ndarray:
         """The current turn's audio as the model hears it (see the class doc)."""

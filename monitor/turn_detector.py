@@ -10,6 +10,8 @@ from monitor.silero import SAMPLE_RATE, WINDOW_SAMPLES, VoiceConfidence
 WINDOW_MS = WINDOW_SAMPLES * 1000 // SAMPLE_RATE
 HYSTERESIS = 0.15
 INLINE_SAMPLES = SAMPLE_RATE  # a feed of up to 1 s costs little enough to run on the caller's event loop
+PAUSE_MS = 200  # the latest a silence is reported as a pause: the words so far may be heard and answered from
+                # there (Smart Turn's authors advise a 200 ms VAD stop); no pause within the clips' speech lasts 200 ms
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,11 @@ class TurnDetectionConfig:
         VADIterator, but never below threshold / 2 (so low thresholds still end)."""
         return max(self.threshold - HYSTERESIS, self.threshold / 2)
 
+    @property
+    def pause_ms(self) -> float:
+        """Silence that pauses speech (SpeechPaused): half of silence_duration_ms, at most PAUSE_MS."""
+        return min(self.silence_duration_ms / 2, PAUSE_MS)
+
 
 @dataclass(frozen=True)
 class SpeechStarted:
@@ -48,10 +55,17 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechPaused:
-    """A silence run that started at audio_pause_ms has lasted half of silence_duration_ms:
-    unless speech resumes, SpeechStopped (the end of the turn) follows in the other half."""
+    """A silence run that started at audio_pause_ms has lasted the config's pause_ms: unless speech
+    resumes (SpeechResumed), SpeechStopped (the end of the turn) follows at silence_duration_ms."""
 
     audio_pause_ms: int
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """Speech came back at audio_resume_ms in a silence that had paused it: the pause did not end the turn."""
+
+    audio_resume_ms: int
 
 
 @dataclass(frozen=True)
@@ -61,11 +75,11 @@ class SpeechStopped:
     audio_end_ms: int
 
 
-TurnEvent = SpeechStarted | SpeechPaused | SpeechStopped
+TurnEvent = SpeechStarted | SpeechPaused | SpeechResumed | SpeechStopped
 
 
 class TurnDetector:
-    """Speech start, pause and stop events for one 16 kHz stream.
+    """Speech start, pause, resume and stop events for one 16 kHz stream.
 
     Audio of any chunk length is cut into consecutive 512-sample windows; the
     remainder waits for the next `feed`. Times are ms of stream audio: window k
@@ -73,10 +87,11 @@ class TurnDetector:
       - silent -> speaking at the first window with p >= threshold; its start
         is the onset.
       - while speaking, a window with p < exit_threshold starts a silence run
-        (if none is open); p >= threshold cancels it; p in between does
-        neither. Once the run covers half of silence_duration_ms, speech pauses
-        (the turn is likely to end soon; once per run, and not in the window that
-        ends it); once it covers silence_duration_ms, speech stops at the run's start.
+        (if none is open); p >= threshold cancels it (speech resumes, if the run
+        had paused it); p in between does neither. Once the run covers the config's
+        pause_ms, speech pauses (the turn may end here; once per run, and not in
+        the window that ends it); once it covers silence_duration_ms, speech stops
+        at the run's start.
     Events come out of the `feed` call whose audio completed the deciding
     window; more input never changes events already emitted. A feed of up to
     `inline_samples` samples is cheap enough for an event loop.
@@ -137,10 +152,11 @@ class TurnDetector:
         self.is_speaking = True
         return SpeechStarted(max(0, start_ms - self.config.prefix_padding_ms))
 
-    def _maybe_stop(self, probability: float, start_ms: int) -> SpeechPaused | SpeechStopped | None:
+    def _maybe_stop(self, probability: float, start_ms: int) -> TurnEvent | None:
         if probability >= self.config.threshold:
+            resumed = self._paused
             self._silence_start_ms, self._paused = None, False
-            return None
+            return SpeechResumed(start_ms) if resumed else None
         if probability < self.config.exit_threshold and self._silence_start_ms is None:
             self._silence_start_ms = start_ms
         silence_start = self._silence_start_ms
@@ -148,7 +164,7 @@ class TurnDetector:
             return None
         silence_ms = start_ms + WINDOW_MS - silence_start
         if silence_ms < self.config.silence_duration_ms:
-            if not self._paused and 2 * silence_ms >= self.config.silence_duration_ms:
+            if not self._paused and silence_ms >= self.config.pause_ms:
                 self._paused = True
                 return SpeechPaused(silence_start)
             return None

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from monitor import SpeechPaused, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
 
 WINDOW = np.zeros(512, dtype=np.float32)
 
@@ -35,10 +35,10 @@ def test_known_script_gives_exact_edges(scripted_vad):
     script = [0.0] * 20 + [0.9] * 30 + [0.1] * 20
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig())
     events = run_windows(detector, len(script))
-    # Start decided on the onset window; a pause once silence covers 250 ms (window 57 ends at
-    # 1856 ms = 1600 + 256); stop once it covers 500 ms: window 65 ends at 2112 ms = 1600 + 512
+    # Start decided on the onset window; a pause once silence covers 200 ms (window 56 ends at
+    # 1824 ms = 1600 + 224); stop once it covers 500 ms: window 65 ends at 2112 ms = 1600 + 512
     # (16 windows; 15 would be 480 ms).
-    assert events == [(20, SpeechStarted(640 - 300)), (57, SpeechPaused(1600)), (65, SpeechStopped(1600))]
+    assert events == [(20, SpeechStarted(640 - 300)), (56, SpeechPaused(1600)), (65, SpeechStopped(1600))]
     assert not detector.is_speaking
 
 
@@ -48,19 +48,31 @@ def test_prefix_padding_clamps_at_zero(scripted_vad):
 
 
 def test_blip_shorter_than_silence_duration_does_not_end_speech(scripted_vad):
-    # Speech 0..320 ms, 10 silent windows (320 ms < 500, but past 250: a pause), speech again,
-    # then real silence at 960 ms.
+    # Speech 0..320 ms, 10 silent windows (320 ms < 500, but past 200: a pause), speech again
+    # (it resumes at 640 ms), then real silence at 960 ms.
     script = [0.9] * 10 + [0.1] * 10 + [0.9] * 10 + [0.1] * 16
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
     assert run_windows(detector, len(script)) == [
-        (0, SpeechStarted(0)), (17, SpeechPaused(320)), (37, SpeechPaused(960)), (45, SpeechStopped(960))]
+        (0, SpeechStarted(0)), (16, SpeechPaused(320)), (20, SpeechResumed(640)), (36, SpeechPaused(960)),
+        (45, SpeechStopped(960))]
+
+
+def test_a_silence_shorter_than_the_pause_resumes_without_an_event(scripted_vad):
+    script = [0.9] * 2 + [0.1] * 6 + [0.9] * 2
+    detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
+    assert run_windows(detector, len(script)) == [(0, SpeechStarted(0))]  # 192 ms of silence: no pause
+
+
+@pytest.mark.parametrize(("silence_ms", "pause_ms"), [(500, 200), (300, 150), (2000, 200), (0, 0)])
+def test_speech_pauses_at_half_the_stopping_silence_or_200_ms_whichever_is_less(silence_ms, pause_ms):
+    assert TurnDetectionConfig(silence_duration_ms=silence_ms).pause_ms == pause_ms
 
 
 def test_a_silence_pauses_once_however_long_it_lasts(scripted_vad):
     script = [0.9] * 2 + [0.1] * 40
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0, silence_duration_ms=1000))
     events = run_windows(detector, len(script))
-    assert events == [(0, SpeechStarted(0)), (17, SpeechPaused(64)), (33, SpeechStopped(64))]
+    assert events == [(0, SpeechStarted(0)), (8, SpeechPaused(64)), (33, SpeechStopped(64))]
 
 
 def test_hysteresis_band_neither_starts_nor_cancels_silence(scripted_vad):
@@ -70,7 +82,7 @@ def test_hysteresis_band_neither_starts_nor_cancels_silence(scripted_vad):
     # 0.4 before speech does not start it; 0.4 during speech does not start silence;
     # silence starts at window 30 (960 ms) and 0.4 afterwards does not cancel it.
     assert run_windows(detector, len(script)) == [
-        (5, SpeechStarted(160)), (37, SpeechPaused(960)), (45, SpeechStopped(960))]
+        (5, SpeechStarted(160)), (36, SpeechPaused(960)), (45, SpeechStopped(960))]
 
 
 def test_zero_silence_duration_stops_on_first_silent_window(scripted_vad):
