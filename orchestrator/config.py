@@ -16,17 +16,22 @@ MAX_FRAME_MS = 2000
 
 
 @dataclass(frozen=True)
-class InteractionPriors:
-    """What to assume of a user before their session shows otherwise (seconds).
+class InteractionConfig:
+    """How sessions' interaction is read: what to assume of a user before their session shows otherwise
+    (seconds), and when a reply starts.
 
     `reply_gap_s`: from the end of a reply's playback to the user's next speech;
     `speech_lead_s`: from speech start to the turn that needs the context; each
     session's own figures replace them as moving averages with weight `ema_weight`.
+    `preemptive_reply`: where the pipeline transcribes speech, a reply starts at the pause in the
+    user's speech (after TurnDetectionConfig.pause_ms of silence) and is held back until the turn
+    ends; if the user goes on, it is dropped unseen (its compute was spent for nothing).
     """
 
     reply_gap_s: float = 2.0
     speech_lead_s: float = 2.0
     ema_weight: float = 0.3
+    preemptive_reply: bool = True
 
     def __post_init__(self) -> None:
         for name in ("reply_gap_s", "speech_lead_s"):
@@ -73,7 +78,7 @@ class PipelineConfig:
     thinker_sampling: SamplingParams
     talker_sampling: SamplingParams | None
     graph: StageGraph = StageGraph.omni()
-    interaction: InteractionPriors = InteractionPriors()
+    interaction: InteractionConfig = InteractionConfig()
     duplex: DuplexConfig = DuplexConfig()
     asr: StageSpec | None = None
     tts: StageSpec | None = None

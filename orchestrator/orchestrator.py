@@ -94,7 +94,8 @@ class Orchestrator:
         """A new session behind its interaction controller (which tells `listener` what happens)."""
         session = self.open_session(session_id, instructions)
         monitor = SessionMonitor(self.make_detector(TurnDetectionConfig()), self.clock)
-        controller = InteractionController(session, monitor, self.make_detector, listener, self.clock)
+        controller = InteractionController(session, monitor, self.make_detector, listener, self.clock,
+                                           self.config.interaction.preemptive_reply)
         self.interactions[session_id] = controller
         return controller
 

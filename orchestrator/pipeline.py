@@ -13,6 +13,7 @@ from orchestrator.session.hearing.registry import hearing_of
 from orchestrator.session.reply.base import VoiceGeometry
 from orchestrator.session.reply.registry import voice_of
 from stages.config import SamplingParams
+from stages.kinds import StageKind
 from stages.models.tokenizer import TextTokenizer
 
 
@@ -32,6 +33,12 @@ class PipelineGeometry:
     duplex: DuplexConfig
     hearing: Hearing
     voice: VoiceGeometry | None = None
+
+    @property
+    def takes_back_replies(self) -> bool:
+        """A reply and the user item it answers can leave the context's tail unseen (see SessionContext.rollback):
+        the thinker's KV is truncated in place (no window) and no talker keeps a context of its own."""
+        return not self.is_windowed and StageKind.TALKER not in self.graph.kinds
 
     @classmethod
     def of(cls, config: PipelineConfig) -> PipelineGeometry:

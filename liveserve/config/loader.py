@@ -14,7 +14,7 @@ from liveserve.config.pipeline import DECODERS, StageWeights, read_graph, read_m
 from liveserve.config.reader import ConfigError, Section, build
 from liveserve.config.server import ServerConfig, read_server
 from liveserve.config.vllm import check_interpreter, read_backend
-from orchestrator.config import DuplexConfig, InteractionPriors, PipelineConfig
+from orchestrator.config import DuplexConfig, InteractionConfig, PipelineConfig
 from orchestrator.placement.deployment import GPU_FORMAT, NO_GPUS, GPUNode, StageDeployment
 from orchestrator.placement.ray_layout import RaySettings
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
@@ -196,7 +196,7 @@ def _read(root: Section, source: Path) -> LiveServeConfig:
     pipeline = build(
         PipelineConfig, "stages", **{kind.value: specs.get(kind) for kind in StageKind}, graph=graph,
         thinker_sampling=sampling[StageKind.THINKER], talker_sampling=sampling.get(StageKind.TALKER),
-        interaction=root.section("interaction").fill(InteractionPriors),
+        interaction=root.section("interaction").fill(InteractionConfig),
         duplex=root.section("duplex").fill(DuplexConfig),
     )
     server = read_server(root.section("server"))

@@ -15,10 +15,12 @@ from monitor import (
     SemanticTurnConfig,
     SessionMonitor,
     SpeechPaused,
+    SpeechResumed,
     SpeechStarted,
     SpeechStopped,
     TurnDetectionConfig,
 )
+from orchestrator.interaction.draft_reply import DraftReply
 from orchestrator.interaction.events import (
     AudioCommitted,
     InteractionEvent,
@@ -50,8 +52,11 @@ class InteractionController:
     interaction_events) what happened, so the protocol layer only translates.
 
     - Audio (16 kHz) is buffered; with `turn_taking` set, the monitor's VAD runs over it. Speech
-      start marks the context as needed soon; half the ending silence preloads it; speech stop
-      commits the speech as a user item and, with `create_response`, starts a reply.
+      start marks the context as needed soon; a pause preloads it; speech stop commits the speech as
+      a user item and, with `create_response`, starts a reply. With `preemptive_reply`, where the
+      pipeline transcribes and can take a reply back, the reply starts at the pause as a DraftReply:
+      if the pause ends the turn the draft is its commit and reply, released then; if speech resumes,
+      or any call but a feed or an ack comes first, the draft is dropped unseen.
     - In a pipeline that transcribes, the ASR stage hears speech from its start (and its prefix
       padding) as it comes, and the commit at speech stop closes it; committed audio it did not
       hear so (a manual commit, an item's audio) is transcribed whole. `listener` gets every
@@ -71,8 +76,10 @@ class InteractionController:
 
     def __init__(self, session: Session, monitor: SessionMonitor,
                  make_detector: Callable[[TurnDetectionConfig | SemanticTurnConfig], object],
-                 listener: Callable[[InteractionEvent], None], clock: Callable[[], float]) -> None:
+                 listener: Callable[[InteractionEvent], None], clock: Callable[[], float],
+                 preemptive_reply: bool = False) -> None:
         self.session, self.monitor, self.listener, self.clock = session, monitor, listener, clock
+        self.preemptive_reply = preemptive_reply
         self.make_detector = make_detector
         self.turn_taking: TurnTaking | None = None
         self.response_defaults = TurnRequest()
@@ -82,6 +89,7 @@ class InteractionController:
         self.replies = RecentReplies()  # the latest replies' turns, by assistant item, for truncations
         self._speech: tuple[str, float] | None = None  # (item id, start ms) of the speech in progress
         self._heard: Transcription | None = None  # the speech in progress at the ASR stage
+        self._draft: DraftReply | None = None  # the reply to the speech so far, begun at its pause
         self.partial_transcripts = False
         self._tasks: set[asyncio.Task] = set()
         self.opened_at = clock()
@@ -100,6 +108,7 @@ class InteractionController:
                   partial_transcripts: bool = False) -> None:
         """Turn detection (None: the client commits), the request of replies speech starts, and whether
         speech is transcribed as it comes (partial transcripts) where the pipeline transcribes."""
+        self._drop_draft()
         if turn_taking != self.turn_taking and turn_taking is not None:
             self.monitor.detector = self.make_detector(turn_taking.detection)
         self.turn_taking, self.response_defaults = turn_taking, response_defaults
@@ -128,13 +137,20 @@ class InteractionController:
     def commit_audio(self, item_id: str | None = None) -> str:
         """The buffered audio becomes a user item; its id."""
         item_id = item_id or new_id("item")
+        self._drop_draft()
         self._drop_heard()  # it heard from the speech's start, the commit takes the whole buffer
         self._commit(self.buffer.take(), item_id)
         return item_id
 
     def clear_audio(self) -> None:
+        self._drop_draft()
         self._drop_heard()
         self.buffer.clear()
+
+    def _drop_draft(self) -> None:
+        if self._draft is not None:
+            self._draft.drop()
+            self._draft = None
 
     def _drop_heard(self) -> None:
         if self._heard is not None:
@@ -151,18 +167,30 @@ class InteractionController:
         elif isinstance(event, BargeIn) and turn_taking.interrupt_response:
             self._barge_in()
         elif isinstance(event, SpeechPaused):
-            lead_s = turn_taking.detection.silence_duration_ms / 2000
-            self.session.speech_paused(lead_s)
-            if self._heard is not None:
-                self._heard.pause(lead_s)
+            self._on_pause()
+        elif isinstance(event, SpeechResumed):
+            self._drop_draft()
         elif isinstance(event, SpeechStopped):
             item_id, start_ms = self._speech or (new_id("item"), None)
             self._speech = None
             self.listener(SpeechEnded(event.audio_end_ms, item_id))
             heard, self._heard = self._heard, None  # it heard this speech from its start
-            self._commit(self.buffer.take(from_ms=start_ms), item_id, heard)
-            if turn_taking.create_response:
+            draft, self._draft = self._draft, None
+            answered = self._commit(self.buffer.take(from_ms=start_ms), item_id, heard, draft)
+            if turn_taking.create_response and not answered:
                 self._respond()
+
+    def _on_pause(self) -> None:
+        detection = self.turn_taking.detection
+        lead_s = (detection.silence_duration_ms - detection.pause_ms) / 1000
+        self.session.speech_paused(lead_s)
+        if self._heard is None:
+            return
+        self._heard.pause(lead_s)
+        geometry = self.session.pipeline.geometry
+        if (self.preemptive_reply and self.turn_taking.create_response and self.turn is None
+                and self._draft is None and geometry.takes_back_replies):
+            self._draft = DraftReply(self.session, self._heard, self._speech[0], self.response_defaults)
 
     def _hear(self, item_id: str, start_ms: float) -> None:
         """Transcribe the speech that started at `start_ms` as it comes (a pipeline that transcribes)."""
@@ -177,13 +205,22 @@ class InteractionController:
         else:
             self.start_response(self.response_defaults, self.clock())
 
-    def _commit(self, audio: np.ndarray, item_id: str, heard: Transcription | None = None) -> None:
+    def _commit(self, audio: np.ndarray, item_id: str, heard: Transcription | None = None,
+                draft: DraftReply | None = None) -> bool:
         """The commit is reported before `heard` closes: closing may give its final transcript at once,
-        and that fills the committed item."""
+        and that fills the committed item. Whether `draft` answered the item (its reply is then under way)."""
         self.listener(AudioCommitted(item_id))
         if heard is not None:
             heard.append(None, close=True)
-        self.add_user_item(item_id, audio, "", heard)
+        taken = draft.take() if draft is not None else None
+        if taken is None:
+            self.add_user_item(item_id, audio, "", heard)
+            return False
+        entry, turn = taken
+        heard.abort()  # its final is reported: the item entered as the draft's text
+        self._report_entry(entry, item_id)
+        self._begin(turn, self.clock())
+        return True
 
     # conversation items
 
@@ -191,7 +228,10 @@ class InteractionController:
                       heard: Transcription | None = None) -> None:
         """Append a user message; UserItemReady or UserItemRejected follows once it is in context (or not).
         `heard`: its speech, already at the ASR stage."""
-        task = self.session.add_user_item(item_id, audio, text, heard, self.listener)
+        self._drop_draft()
+        self._report_entry(self.session.add_user_item(item_id, audio, text, heard, self.listener), item_id)
+
+    def _report_entry(self, task: asyncio.Task, item_id: str) -> None:
         task.add_done_callback(lambda done: self._user_item_done(done, item_id))
         self._track(task)
 
@@ -205,10 +245,12 @@ class InteractionController:
         """Remove an item from the context (ValueError while a reply is generated); whether it was there."""
         if self.turn is not None and self.turn.item_id == item_id:
             raise ValueError("the item of the response in progress cannot be deleted")
+        self._drop_draft()
         return self.session.context.delete(item_id)
 
     def set_instructions(self, instructions: str, tools: Tools = NO_TOOLS) -> None:
         """The system message: `instructions`, and the signatures of `tools`' functions."""
+        self._drop_draft()
         self.session.context.set_instructions(instructions, tools.system_text())
 
     # responses
@@ -217,15 +259,18 @@ class InteractionController:
         """Generate a reply into a new assistant item (ValueError if one is in progress); its id."""
         if self.turn is not None:
             raise ValueError("a response is already in progress")
-        item_id = new_id("item")
-        turn = self.session.start_turn(request, item_id)
+        self._drop_draft()
+        return self._begin(self.session.start_turn(request, new_id("item")), turn_end)
+
+    def _begin(self, turn: Turn, turn_end: float) -> str:
+        """`turn` is the response: announce it and hand its events on."""
         self.turn, self.cancel_reason = turn, None
         self.replies.add(turn)
         if turn.request.speak:
-            self.monitor.playback.start_item(item_id)
-        self.listener(ResponseStarted(item_id, request, turn_end))
+            self.monitor.playback.start_item(turn.item_id)
+        self.listener(ResponseStarted(turn.item_id, turn.request, turn_end))
         self._track(asyncio.ensure_future(self._pump(turn)))
-        return item_id
+        return turn.item_id
 
     def cancel_response(self, reason: str = "client_cancelled") -> None:
         """Stop the reply in progress where playback stands (ValueError if there is none)."""
@@ -287,6 +332,7 @@ class InteractionController:
 
     def truncate_item(self, item_id: str, audio_end_ms: int | float) -> None:
         """The client cut assistant item `item_id` at `audio_end_ms` of its audio (KeyError: not in context)."""
+        self._drop_draft()
         if self.turn is not None and self.turn.item_id == item_id and self.cancel_reason is None:
             self._interrupt("client_cancelled", heard_ms=float(audio_end_ms))
         else:
@@ -335,6 +381,7 @@ class InteractionController:
         """The one teardown path: a reply in progress is cancelled (`session_closed`), the session freed."""
         if self.turn is not None and self.cancel_reason is None:
             self.cancel_reason = "session_closed"
+        self._drop_draft()
         self._drop_heard()
         self.session.close()
         for task in list(self._tasks):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.config import InteractionPriors
+from orchestrator.config import InteractionConfig
 from orchestrator.interaction.playback_board import NextUseHint
 
 
@@ -18,7 +18,7 @@ class NextUseEstimator:
     expected time a preload has.
     """
 
-    def __init__(self, priors: InteractionPriors) -> None:
+    def __init__(self, priors: InteractionConfig) -> None:
         self.weight = priors.ema_weight
         self.reply_gap_s = priors.reply_gap_s
         self.lead_s = priors.speech_lead_s

@@ -67,6 +67,14 @@ class ContextSegment:
         self.is_closed = False
 
 
+@dataclass(frozen=True)
+class ContextMark:
+    """Where a context's tail stood (see SessionContext.rollback): its segments, and whether the last was closed."""
+
+    num_segments: int
+    last_closed: bool
+
+
 class SessionContext:
     """Owns a session's resident thinker request and the segments that make up its context.
 
@@ -208,6 +216,21 @@ class SessionContext:
     def arrived(self, item_id: str) -> None:
         """The expected item `item_id` entered the context, or never will."""
         self._arriving.pop(item_id, None)
+
+    def mark(self) -> ContextMark:
+        return ContextMark(len(self.segments), bool(self.segments) and self.segments[-1].is_closed)
+
+    def rollback(self, mark: ContextMark, item_ids: tuple[str, ...]) -> None:
+        """Take items `item_ids`, the only ones added since `mark`, back out: those still on their way in never
+        enter, those in leave with their KV (truncated in place: they are the context's tail)."""
+        for item_id in item_ids:
+            if item_id in self._arriving:
+                self._arriving[item_id] = False
+        if len(self.segments) > mark.num_segments:
+            del self.segments[mark.num_segments:]
+            if self.segments:
+                self.segments[-1].is_closed = mark.last_closed
+            self.submit(StopGeneration(self.thinker_id, self.num_tokens))
 
     def truncate(self, item_id: str, keep_tokens: int) -> None:
         """Cut an item's segment to its first `keep_tokens` tokens (never lengthens it)."""

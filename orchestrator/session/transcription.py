@@ -29,7 +29,9 @@ class Transcription:
     it and runs while the final one waits. A final is the text of a pass that read all the speech
     sent, so when the pause's pass read it all (before or after the close), the final is that text
     at once: it does not wait for a step of the stage, which may be another session's pass (the
-    stage's request is dropped). Runs on the event loop.
+    stage's request is dropped). `paused_text()` awaits the text of the pass a pause asked for (see
+    `pause`), once it has read all the speech sent: what the final will be unless speech resumes.
+    Runs on the event loop.
     """
 
     def __init__(self, bus: StageBus, session_id: str, item_id: str, on_text: Callable[[UserTranscript], None],
@@ -41,6 +43,7 @@ class Transcription:
         self._num_sent = 0  # samples sent to the stage
         self._is_closed = False
         self._last: Transcript | None = None  # the stage's latest partial
+        self._paused: asyncio.Future[str | None] | None = None  # the text of the speech sent up to a pause
         bus.own(self.request_id, self)
         bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
 
@@ -54,6 +57,8 @@ class Transcription:
         if self._final.done() or not (close or (pcm16k is not None and len(pcm16k))):
             return
         self._num_sent += 0 if pcm16k is None else len(pcm16k)
+        if pcm16k is not None and len(pcm16k):
+            self._settle_pause(None)
         self._is_closed = self._is_closed or close
         if not (close and self._last is not None and self._finish_with(self._last)):
             self.bus.submit(StageKind.ASR, AppendInput(self.request_id, pcm16k, close=close))
@@ -61,12 +66,32 @@ class Transcription:
     def pause(self, lead_s: float) -> None:
         """The user went quiet (their turn ends in `lead_s` unless they go on): transcribe what they said."""
         if not self._final.done():
+            self._settle_pause(None)
+            self._paused = asyncio.get_running_loop().create_future()
+            if self._last is not None and self._last.num_samples == self._num_sent:  # a partial read it all
+                self._paused.set_result(self._last.text)
             self.bus.submit(StageKind.ASR, TurnEndingHint(self.request_id, lead_s))
+
+    async def paused_text(self) -> str | None:
+        """The text of the speech sent before the last pause, once a pass has read all of it; None if more
+        speech was sent first, the request ended first, or there was no pause."""
+        return None if self._paused is None else await asyncio.shield(self._paused)
+
+    @property
+    def final_text(self) -> str | None:
+        """The final transcript, once it is known (None before, and if the stage failed it)."""
+        done = self._final.done() and not self._final.cancelled() and self._final.exception() is None
+        return self._final.result() if done else None
 
     async def text(self) -> str:
         return await asyncio.shield(self._final)
 
+    def _settle_pause(self, text: str | None) -> None:
+        if self._paused is not None and not self._paused.done():
+            self._paused.set_result(text)
+
     def abort(self) -> None:
+        self._settle_pause(None)
         if not self._final.done():
             self._final.cancel()
             self.bus.submit(StageKind.ASR, AbortRequest(self.request_id))
@@ -77,6 +102,7 @@ class Transcription:
             return
         if output.error is not None:
             self.bus.disown(self.request_id)
+            self._settle_pause(None)
             self._final.set_exception(RuntimeError(f"asr stage: {output.error}"))
             return
         transcript: Transcript | None = output.payload
@@ -97,6 +123,8 @@ class Transcription:
         return True
 
     def _report(self, transcript: Transcript) -> None:
+        if transcript.num_samples == self._num_sent:
+            self._settle_pause(transcript.text)
         self.on_text(UserTranscript(self.item_id, transcript.text, transcript.is_final,
                                     transcript.num_samples / SAMPLE_RATE))
         if transcript.is_final:

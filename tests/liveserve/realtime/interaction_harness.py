@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -17,11 +18,18 @@ from liveserve.realtime.naming import Dialect
 from liveserve.realtime.session import RealtimeSession
 from liveserve.realtime.settings import SessionSettings
 from orchestrator.config import PipelineConfig
+from orchestrator.datapath.stage_graph import Edge, StageGraph
 from orchestrator.orchestrator import Orchestrator
 from orchestrator.placement.base import Placement
 from stages.commands import AddRequest, Command
+from stages.config import SchedulerConfig
+from stages.kinds import StageKind
+from stages.models.asr_whisper import WhisperConfig
+from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
 from stages.requests import ThinkerStep
+from stages.stage_spec import StageSpec
+from tests.orchestrator.conftest import tiny_pipeline
 from tests.stages.scheduler_harness import FakeClock
 
 RATE = 24000
@@ -176,3 +184,18 @@ class InteractionHarness:
     @property
     def thinker_id(self) -> str:
         return self.controller.session.context.thinker_id
+
+
+def voice_pipeline() -> PipelineConfig:
+    """tiny_pipeline's thinker between scripted speech stages (asr -> thinker -> tts)."""
+    return dataclasses.replace(
+        tiny_pipeline(), encoder=None, talker=None, vocoder=None, talker_sampling=None,
+        asr=StageSpec("asr", "asr", WhisperConfig(partial_every_s=0.5), SchedulerConfig()),
+        tts=StageSpec("tts", "tts", PiperVoiceConfig(), SchedulerConfig()),
+        graph=StageGraph((Edge(StageKind.ASR, StageKind.THINKER), Edge(StageKind.THINKER, StageKind.TTS))))
+
+
+async def harnessed_voice(scenario, config: PipelineConfig | None = None):
+    """`scenario(harness)` on the voice pipeline (or `config`)."""
+    async with InteractionHarness(config or voice_pipeline()) as harness:
+        return await scenario(harness)

@@ -8,21 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 
 import pytest
 
-from orchestrator.datapath.stage_graph import Edge, StageGraph
 from orchestrator.interaction.recent_replies import MEASURED_REPLIES
 from stages.commands import AbortRequest, AppendInput, StopGeneration
-from stages.config import SchedulerConfig
-from stages.kinds import StageKind
-from stages.models.asr_whisper import WhisperConfig
-from stages.models.tts_piper import PiperVoiceConfig
 from stages.plan import StageOutput
 from stages.requests.asr import Transcript
-from stages.stage_spec import StageSpec
-from tests.liveserve.realtime.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.interaction_harness import InteractionHarness, harnessed_voice
 from tests.orchestrator.conftest import tiny_pipeline
 
 WIDTH = 64  # the tiny thinker's hidden size (and the encoder's output)
@@ -265,20 +258,6 @@ def test_audio_routed_before_the_session_wakes_goes_out_whole_and_in_order():
     deltas, vocoder_state = run(scenario)
     assert [len(base64.b64decode(d["delta"])) // 2 for d in deltas] == [2 * FRAME, 6 * FRAME]
     assert vocoder_state.started and vocoder_state.buffer_ms(0.0) == pytest.approx(640)  # the stages heard of both
-
-
-def voice_pipeline():
-    """tiny_pipeline's thinker between scripted speech stages (asr -> thinker -> tts)."""
-    return dataclasses.replace(
-        tiny_pipeline(), encoder=None, talker=None, vocoder=None, talker_sampling=None,
-        asr=StageSpec("asr", "asr", WhisperConfig(partial_every_s=0.5), SchedulerConfig()),
-        tts=StageSpec("tts", "tts", PiperVoiceConfig(), SchedulerConfig()),
-        graph=StageGraph((Edge(StageKind.ASR, StageKind.THINKER), Edge(StageKind.THINKER, StageKind.TTS))))
-
-
-async def harnessed_voice(scenario):
-    async with InteractionHarness(voice_pipeline()) as harness:
-        return await scenario(harness)
 
 
 def test_a_final_transcript_from_the_pause_fills_the_committed_item():

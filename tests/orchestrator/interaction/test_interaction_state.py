@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import InteractionPriors
+from orchestrator.config import InteractionConfig
 from orchestrator.interaction.interaction_state import InteractionState
 from orchestrator.interaction.next_use import NextUseEstimator
 from orchestrator.interaction.playback_board import NextUseHint, PlaybackBoard
@@ -17,7 +17,7 @@ class Scene:
         self.now, self.thinker_id, self.reply_playbacks = 10.0, "s/thinker#0", []
         self.board = PlaybackBoard(lambda: self.now)
         self.board.record_changes()
-        estimator = NextUseEstimator(InteractionPriors(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
+        estimator = NextUseEstimator(InteractionConfig(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
         self.state = InteractionState(estimator, self.board, lambda: self.now, lambda: self.thinker_id,
                                       lambda: self.reply_playbacks.append(self.state.playback))
 

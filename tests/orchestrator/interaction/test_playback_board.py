@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from orchestrator.config import InteractionPriors
+from orchestrator.config import InteractionConfig
 from orchestrator.datapath.chunk_stream import ChunkStream
 from orchestrator.datapath.stage_graph import ChunkSizes
 from orchestrator.interaction.next_use import NextUseEstimator
@@ -66,7 +66,7 @@ def test_next_use_counts_remaining_playback_only_while_it_lasts():
 
 
 def test_estimator_learns_the_users_reply_gap_and_speech_lead():
-    estimator = NextUseEstimator(InteractionPriors(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
+    estimator = NextUseEstimator(InteractionConfig(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
     assert estimator.hint(0.0) == NextUseHint(0.0, 2.0)
     estimator.on_playback(drained_at=10.0)
     estimator.on_speech_started(now=11.0)  # replied 1 s after playback ended: gap (2 + 1) / 2
@@ -83,7 +83,7 @@ def test_estimator_learns_the_users_reply_gap_and_speech_lead():
 
 
 def test_estimator_learns_the_reply_gap_of_a_session_that_writes():
-    estimator = NextUseEstimator(InteractionPriors(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
+    estimator = NextUseEstimator(InteractionConfig(reply_gap_s=2.0, speech_lead_s=1.0, ema_weight=0.5))
     estimator.on_user_input(now=1.0)  # the first item: no reply before it, nothing to learn
     estimator.on_turn_started(now=1.0)
     estimator.on_generation_end(now=3.0)  # a text reply is over when generated

@@ -107,3 +107,43 @@ def test_a_pass_that_read_part_of_the_speech_leaves_the_final_to_the_stage():
         assert [(t.text, t.is_final) for t in reported] == [("hello there", False)]
         assert appended(bus)[-1] == (0, True)
         assert not any(isinstance(command, AbortRequest) for command in bus.submitted)
+
+
+def paused_text_when(steps) -> list[str | None]:
+    """What `paused_text()` gives after speech of 640 samples, a pause and then `steps(heard)`."""
+    async def scenario():
+        heard = Transcription(RecordingBus(), "s", "item_1", lambda transcript: None)
+        heard.append(chunk(0.1))
+        heard.append(chunk(0.2))
+        heard.pause(0.3)
+        waiting = asyncio.ensure_future(heard.paused_text())
+        steps(heard)
+        await asyncio.sleep(0)
+        return [await waiting, await heard.paused_text()]
+
+    return asyncio.run(scenario())
+
+
+def test_the_paused_text_is_the_pass_that_read_all_the_speech_sent():
+    assert paused_text_when(lambda heard: partial(heard, "read it all", 640)) == ["read it all"] * 2
+
+
+def test_no_paused_text_once_speech_resumes_or_the_request_ends_first():
+    def resumed(heard):
+        partial(heard, "part of it", 320)  # a pass that started before the pause
+        heard.append(chunk(0.0), pausing=True)
+        heard.append(chunk(0.3))  # speech resumes: the pause and this are sent
+        partial(heard, "too late", 640)
+    assert paused_text_when(resumed) == [None, None]
+    assert paused_text_when(lambda heard: heard.abort()) == [None, None]
+
+
+def test_a_partial_that_read_all_the_speech_before_the_pause_is_the_paused_text():
+    async def scenario():
+        heard = Transcription(RecordingBus(), "s", "item_1", lambda transcript: None)
+        heard.append(chunk(0.1))
+        partial(heard, "said so far", 320)
+        heard.pause(0.3)
+        return await heard.paused_text(), heard.final_text
+
+    assert asyncio.run(scenario()) == ("said so far", None)
