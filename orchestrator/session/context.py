@@ -111,6 +111,10 @@ class SessionContext:
         self._last_edit = mine
         return previous, mine
 
+    def is_followed(self, edit: asyncio.Future) -> bool:
+        """Another edit was reserved after `edit` (this edit's completion, from `reserve_edit`)."""
+        return self._last_edit is not edit
+
     @property
     def request_ids(self) -> dict[StageKind, RequestId]:
         """The session's requests in the stages that the context owns, by kind: its thinker request, and the

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 class UserInput:
     """Encodes a user item's audio (if any; refused by a pipeline whose hearing has no encoder), then
     appends the item to the thinker context; or, given the item's `speech` at the ASR stage (a pipeline
-    that transcribes), appends what was said, before the item's `text` if it has both.
+    that transcribes), appends what was said, before the item's `text` if it has both. With an edit
+    queued behind it (the turn that answers it), the thinker holds the item's tokens for that edit's
+    input, so that the two are prefilled in one step.
 
     `run` resolves to the segment's token count once the item is in the context (0 if the item was
     deleted on its way in: it then never enters), or to an exception saying why it could not be added.
@@ -89,5 +91,6 @@ class UserInput:
         embeds = [] if embeddings is None else [(offset, embeddings)]
         session.revive()
         session.append_segment(ContextSegment(self.item_id, ids, embeds))
-        session.submit(AppendInput(session.thinker_id, TurnInput(ids, embeds)))
+        held = session.is_followed(self._done)  # the turn answering it (or another item) is queued behind it
+        session.submit(AppendInput(session.thinker_id, TurnInput(ids, embeds, hold=held)))
         return len(ids)

@@ -25,7 +25,8 @@ class TurnInput:
     encoder output placed over audio placeholder tokens. `sampling` None appends
     context without generating; `tag` (what the generation answers, e.g. a turn's id) is echoed on
     every step of it. With a `constraint`, the generation is (or may be) a tool call as it says; a
-    constrained turn must generate.
+    constrained turn must generate. `hold`: more input follows at once (the turn that answers this
+    item): none of this is computed before it arrives, so both go in one prefill step.
     """
 
     token_ids: list[int]
@@ -33,6 +34,7 @@ class TurnInput:
     sampling: SamplingParams | None = None
     tag: str | int = ""
     constraint: ToolCallConstraint | None = None
+    hold: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class ThinkerRequest(StageRequest):
         if self.talker_context is not None:
             self.talker_context.extend(turn.token_ids, base)
         self.embed_spans.extend((base + offset, rows) for offset, rows in turn.embeds)
+        if turn.hold:
+            self.idle_until_known = len(self.token_ids)
         if turn.sampling is not None:
             self.sampling = turn.sampling
             self.generator = torch.Generator().manual_seed(turn.sampling.seed)

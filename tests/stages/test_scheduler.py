@@ -303,6 +303,20 @@ def test_second_turn_prefills_only_its_new_tokens():
     assert kv.num_used_blocks == 0
 
 
+def test_a_held_input_waits_for_the_input_after_it_and_both_prefill_in_one_step():
+    scheduler, runner, _ = make_scheduler(max_tokens=16)
+    request = thinker("s", 0.0, [1, 2, 3], max_tokens=1, close=False)
+    scheduler.add(request)
+    while request.is_generating or request.num_pending:  # the first turn: 3 tokens, one sampled
+        step(scheduler, runner)
+    assert len(request.token_ids) == 4
+    request.append(TurnInput([4, 5, 6], hold=True))  # a user item; its reply's input follows
+    assert request.num_pending == 0 and chunks_of(step(scheduler, runner)[0]) == []
+    request.append(TurnInput([7, 8], sampling=SamplingParams(temperature=0.0, max_tokens=1)))
+    plan, outputs = step(scheduler, runner)
+    assert chunks_of(plan) == [("s", 4, 5)] and len(tokens_of(outputs)) == 1
+
+
 def test_sampling_turn_without_new_tokens_is_rejected_or_generates():
     # Known bug: with every position computed nothing is pending, so the sample never happens
     # and the session stays "generating" forever (further turns are refused).
