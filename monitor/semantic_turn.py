@@ -31,12 +31,13 @@ EAGERNESS_NAMES = tuple(EAGERNESS)
 @dataclass(frozen=True)
 class SemanticTurnConfig:
     """semantic_vad settings. eagerness: low lets the user take their time, high ends turns quickly, auto
-    ends them when Smart Turn is sure, else after server_vad's 500 ms. threshold and prefix_padding_ms are the
-    VAD's, as in TurnDetectionConfig."""
+    ends them when Smart Turn is sure, else after server_vad's 500 ms. threshold, prefix_padding_ms and
+    max_pause_ms are the VAD's, as in TurnDetectionConfig."""
 
     eagerness: str = "auto"
     threshold: float = 0.5
     prefix_padding_ms: int = 300
+    max_pause_ms: int = 200
 
     def __post_init__(self) -> None:
         if self.eagerness not in EAGERNESS_NAMES:
@@ -54,12 +55,7 @@ class SemanticTurnConfig:
 
     @property
     def vad(self) -> TurnDetectionConfig:
-        return TurnDetectionConfig(self.threshold, self.prefix_padding_ms, self.silence_duration_ms)
-
-    @property
-    def pause_ms(self) -> float:
-        """Silence that pauses speech, as the VAD's (TurnDetectionConfig.pause_ms)."""
-        return self.vad.pause_ms
+        return TurnDetectionConfig(self.threshold, self.prefix_padding_ms, self.silence_duration_ms, self.max_pause_ms)
 
 
 class SemanticTurnDetector(TurnDetector):

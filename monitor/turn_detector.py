@@ -10,8 +10,6 @@ from monitor.silero import SAMPLE_RATE, WINDOW_SAMPLES, VoiceConfidence
 WINDOW_MS = WINDOW_SAMPLES * 1000 // SAMPLE_RATE
 HYSTERESIS = 0.15
 INLINE_SAMPLES = SAMPLE_RATE  # a feed of up to 1 s costs little enough to run on the caller's event loop
-PAUSE_MS = 200  # the latest a silence is reported as a pause: the words so far may be heard and answered from
-                # there (Smart Turn's authors advise a 200 ms VAD stop); no pause within the clips' speech lasts 200 ms
 
 
 @dataclass(frozen=True)
@@ -21,16 +19,18 @@ class TurnDetectionConfig:
     threshold: a window is speech when its probability >= threshold; in (0, 1).
     prefix_padding_ms: audio kept before the detected onset (>= 0).
     silence_duration_ms: silence that ends speech (>= 0).
+    max_pause_ms: the most silence before speech counts as paused (>= 0; LiveServe's, not OpenAI's).
     """
 
     threshold: float = 0.5
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
+    max_pause_ms: int = 200
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold < 1:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
-        for name in ("prefix_padding_ms", "silence_duration_ms"):
+        for name in ("prefix_padding_ms", "silence_duration_ms", "max_pause_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
@@ -42,8 +42,8 @@ class TurnDetectionConfig:
 
     @property
     def pause_ms(self) -> float:
-        """Silence that pauses speech (SpeechPaused): half of silence_duration_ms, at most PAUSE_MS."""
-        return min(self.silence_duration_ms / 2, PAUSE_MS)
+        """Silence that pauses speech (SpeechPaused): half of silence_duration_ms, at most max_pause_ms."""
+        return min(self.silence_duration_ms / 2, self.max_pause_ms)
 
 
 @dataclass(frozen=True)

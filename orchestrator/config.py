@@ -23,20 +23,24 @@ class InteractionConfig:
     `reply_gap_s`: from the end of a reply's playback to the user's next speech;
     `speech_lead_s`: from speech start to the turn that needs the context; each
     session's own figures replace them as moving averages with weight `ema_weight`.
-    `preemptive_reply`: where the pipeline transcribes speech, a reply starts at the pause in the
-    user's speech (after TurnDetectionConfig.pause_ms of silence) and is held back until the turn
-    ends; if the user goes on, it is dropped unseen (its compute was spent for nothing).
+    `pause_ms`: silence after which the user's speech counts as paused (or half the silence that ends
+    the turn, if that is less): the turn may end there, so the speech so far is transcribed, the KV
+    preloaded and, with `preemptive_reply` where the pipeline transcribes speech, the reply started
+    and held back until the turn ends. If the user goes on, that reply is dropped unseen: its compute
+    was spent for nothing.
     """
 
     reply_gap_s: float = 2.0
     speech_lead_s: float = 2.0
     ema_weight: float = 0.3
+    pause_ms: int = 200
     preemptive_reply: bool = True
 
     def __post_init__(self) -> None:
         for name in ("reply_gap_s", "speech_lead_s"):
             require_number(self, name, lambda v: 0 <= v < 3600, "a number of seconds in [0, 3600)")
         require_number(self, "ema_weight", lambda v: 0 < v <= 1, "a number in (0, 1]")
+        require_number(self, "pause_ms", lambda v: 0 <= v <= 10_000, "a number of ms in [0, 10000]")
 
 
 @dataclass(frozen=True)

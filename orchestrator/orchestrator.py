@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from collections.abc import Awaitable, Callable
 
 from monitor import (
@@ -100,7 +101,9 @@ class Orchestrator:
         return controller
 
     def make_detector(self, config: TurnDetectionConfig | SemanticTurnConfig) -> TurnDetector:
-        """A detector for `config`: semantic_vad's judges pauses with the end-of-turn model."""
+        """A detector for `config`, pausing speech after the deployment's `interaction.pause_ms` at most:
+        semantic_vad's judges pauses with the end-of-turn model."""
+        config = replace(config, max_pause_ms=self.config.interaction.pause_ms)
         if isinstance(config, SemanticTurnConfig):
             return SemanticTurnDetector(self.vad(), self.turn_model(), config)
         return TurnDetector(self.vad(), config)

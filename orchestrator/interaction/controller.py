@@ -181,8 +181,8 @@ class InteractionController:
                 self._respond()
 
     def _on_pause(self) -> None:
-        detection = self.turn_taking.detection
-        lead_s = (detection.silence_duration_ms - detection.pause_ms) / 1000
+        vad = self.monitor.detector.config
+        lead_s = (vad.silence_duration_ms - vad.pause_ms) / 1000
         self.session.speech_paused(lead_s)
         if self._heard is None:
             return

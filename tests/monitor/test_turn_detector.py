@@ -18,6 +18,7 @@ def run_windows(detector: TurnDetector, num_windows: int) -> list[tuple[int, obj
         ({"threshold": 1.0}, "threshold"),
         ({"prefix_padding_ms": -1}, "prefix_padding_ms"),
         ({"silence_duration_ms": -32}, "silence_duration_ms"),
+        ({"max_pause_ms": -1}, "max_pause_ms"),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(kwargs, field):
@@ -63,9 +64,11 @@ def test_a_silence_shorter_than_the_pause_resumes_without_an_event(scripted_vad)
     assert run_windows(detector, len(script)) == [(0, SpeechStarted(0))]  # 192 ms of silence: no pause
 
 
-@pytest.mark.parametrize(("silence_ms", "pause_ms"), [(500, 200), (300, 150), (2000, 200), (0, 0)])
-def test_speech_pauses_at_half_the_stopping_silence_or_200_ms_whichever_is_less(silence_ms, pause_ms):
-    assert TurnDetectionConfig(silence_duration_ms=silence_ms).pause_ms == pause_ms
+@pytest.mark.parametrize(("silence_ms", "max_pause_ms", "pause_ms"),
+                         [(500, 200, 200), (300, 200, 150), (2000, 200, 200), (0, 200, 0), (500, 160, 160)])
+def test_speech_pauses_at_half_the_stopping_silence_or_the_most_pause_whichever_is_less(silence_ms, max_pause_ms,
+                                                                                         pause_ms):
+    assert TurnDetectionConfig(silence_duration_ms=silence_ms, max_pause_ms=max_pause_ms).pause_ms == pause_ms
 
 
 def test_a_silence_pauses_once_however_long_it_lasts(scripted_vad):

@@ -100,3 +100,14 @@ def test_no_draft_without_preemptive_reply():
 
     config = dataclasses.replace(voice_pipeline(), interaction=InteractionConfig(preemptive_reply=False))
     assert asyncio.run(harnessed_voice(scenario, config)) is None
+
+
+def test_the_deployments_pause_reaches_every_detector_a_session_gets():
+    async def scenario(h):
+        before = h.controller.monitor.detector.config.pause_ms
+        await h.client("session.update", session={"type": "realtime", "audio": {"input": {
+            "turn_detection": {"type": "semantic_vad"}}}})
+        return before, h.controller.monitor.detector.config.pause_ms
+
+    config = dataclasses.replace(voice_pipeline(), interaction=InteractionConfig(pause_ms=96))
+    assert asyncio.run(harnessed_voice(scenario, config)) == (96, 96)
