@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -13,6 +14,9 @@ from prometheus_client.registry import Collector
 from liveserve.admission import DECISIONS, AdmissionGate, KVWatch
 from liveserve.dashboard.recent import RecentHistogram
 from orchestrator.session.events import TurnUsage, UnheardWork
+
+if TYPE_CHECKING:
+    from orchestrator.interaction.controller import InteractionController
 from stages.engine import StageStatus
 
 TTFP_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -228,6 +232,11 @@ class ServerMetrics:
         self.unheard_units = Counter("liveserve_unheard_units", "Generated work the listener never heard "
                                      "(barge-in, cancel, truncation), in the units of generated_units", ["stage"],
                                      registry=self.registry)
+        self.preemptive_replies = Counter("liveserve_preemptive_replies", "Replies begun at a pause in the user's "
+                                          "speech: taken (the pause ended the turn) or dropped unseen", ["outcome"],
+                                          registry=self.registry)
+        for outcome in ("taken", "dropped"):
+            self.preemptive_replies.labels(outcome)
         for stage in UNITS_BY_STAGE:
             self.generated_units.labels(stage)
             self.unheard_units.labels(stage)
@@ -251,6 +260,12 @@ class ServerMetrics:
 
     def observe_rtf(self, rtf: float) -> None:
         self.rtf.observe(rtf)
+
+    def count_session(self, controller: InteractionController) -> None:
+        """Add a closed session's playback underruns and preemptive replies."""
+        self.underruns.inc(controller.num_underruns)
+        self.preemptive_replies.labels("taken").inc(controller.num_drafts_taken)
+        self.preemptive_replies.labels("dropped").inc(controller.num_drafts_dropped)
 
     def count_generated(self, usage: TurnUsage) -> None:
         """Add an ended response's work, per stage."""

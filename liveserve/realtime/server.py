@@ -84,8 +84,8 @@ class RealtimeServer:
         finally:
             self.sessions.discard(session)
             self.metrics.live_sessions.set(len(self.sessions))
-            self.metrics.underruns.inc(session.controller.num_underruns)
             await session.close()
+            self.metrics.count_session(session.controller)
             await _close_quietly(ws, session.end_code)
 
     @property

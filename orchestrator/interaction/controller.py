@@ -90,6 +90,7 @@ class InteractionController:
         self._speech: tuple[str, float] | None = None  # (item id, start ms) of the speech in progress
         self._heard: Transcription | None = None  # the speech in progress at the ASR stage
         self._draft: DraftReply | None = None  # the reply to the speech so far, begun at its pause
+        self.num_drafts_taken = self.num_drafts_dropped = 0  # of the drafts that started a reply
         self.partial_transcripts = False
         self._tasks: set[asyncio.Task] = set()
         self.opened_at = clock()
@@ -147,10 +148,12 @@ class InteractionController:
         self._drop_heard()
         self.buffer.clear()
 
-    def _drop_draft(self) -> None:
-        if self._draft is not None:
-            self._draft.drop()
-            self._draft = None
+    def _drop_draft(self, draft: DraftReply | None = None) -> None:
+        draft = draft or self._draft
+        if draft is not None:
+            self.num_drafts_dropped += draft.turn is not None
+            draft.drop()
+        self._draft = None
 
     def _drop_heard(self) -> None:
         if self._heard is not None:
@@ -214,9 +217,11 @@ class InteractionController:
             heard.append(None, close=True)
         taken = draft.take() if draft is not None else None
         if taken is None:
+            self._drop_draft(draft)
             self.add_user_item(item_id, audio, "", heard)
             return False
         entry, turn = taken
+        self.num_drafts_taken += 1
         heard.abort()  # its final is reported: the item entered as the draft's text
         self._report_entry(entry, item_id)
         self._begin(turn, self.clock())

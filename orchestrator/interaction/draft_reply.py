@@ -20,7 +20,7 @@ class DraftReply:
     the user item's entry (its task) and the turn when the draft got that far and the final transcript
     is the draft's text (the pause ended the speech: none came after it); otherwise the caller answers
     the turn the usual way. `drop()` (speech resumed, the draft was not taken, or the conversation is
-    about to change) cancels the reply in every stage and takes both items back out of the context, KV
+    about to change; idempotent) cancels the reply in every stage and takes both items back out of the context, KV
     included: nobody heard of them. Runs on the event loop.
     """
 
@@ -42,10 +42,9 @@ class DraftReply:
 
     def take(self) -> tuple[asyncio.Task, Turn] | None:
         """(the user item's entry, the reply) if the draft answers the turn that just ended (call after
-        closing `heard`), else None, and the draft is dropped."""
+        closing `heard`), else None: drop it."""
         if self.turn is not None and self.heard.final_text == self.text:
             return self.entry, self.turn
-        self.drop()
         return None
 
     def drop(self) -> None:

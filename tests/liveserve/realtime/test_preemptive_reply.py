@@ -43,6 +43,7 @@ def test_a_reply_begun_at_the_pause_is_seen_only_when_the_pause_ends_the_turn_th
 
     h, draft, tokens_before, seen_while_paused = asyncio.run(harnessed_voice(scenario))
     assert draft is not None and h.controller.turn is draft  # the draft is the turn's reply
+    assert (h.controller.num_drafts_taken, h.controller.num_drafts_dropped) == (1, 0)
     assert not set(DRAFT_SEEN) & set(seen_while_paused)
     types = h.types()
     order = [types.index(t) for t in ("input_audio_buffer.speech_stopped", "input_audio_buffer.committed",
@@ -72,6 +73,7 @@ def test_speech_resuming_drops_the_draft_unseen_and_the_turn_is_answered_once_it
 
     h, draft, tokens_before, (seen, tokens_after_drop, stop) = asyncio.run(harnessed_voice(scenario))
     assert draft.status == "cancelled" and not set(DRAFT_SEEN) & set(seen)
+    assert (h.controller.num_drafts_taken, h.controller.num_drafts_dropped) == (0, 1)
     assert tokens_after_drop == tokens_before and stop.keep_tokens == tokens_before  # its items left, KV too
     assert draft.reply.ids["tts"] in {c.request_id for c in h.stages.sent("tts", AbortRequest)}
     assert len(h.of_type("response.created")) == 1 and h.controller.turn is not draft
@@ -89,7 +91,7 @@ def test_a_client_event_during_the_draft_drops_it_before_it_acts():
         return h, draft
 
     h, draft = asyncio.run(harnessed_voice(scenario))
-    assert draft.status == "cancelled" and h.of_type("error") == []
+    assert draft.status == "cancelled" and h.of_type("error") == [] and h.controller.num_drafts_dropped == 1
     assert [s.item_id for s in h.controller.session.context.segments][-1] == h.of_type(
         "conversation.item.added")[-1]["item"]["id"]  # the client's item, after what was there before the pause
 

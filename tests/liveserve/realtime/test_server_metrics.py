@@ -106,3 +106,16 @@ def test_kv_tier_figures_are_exported_for_stages_with_a_host_tier():
     assert samples['liveserve_kv_link_gbps{stage="thinker"}'] == counters["link_gbps"]
     assert not any('stage="talker"' in key for key in samples if key.startswith("liveserve_kv_") and
                    "block" not in key)  # no host tier: no tier samples (block counts are the stage's)
+
+
+def test_a_closed_sessions_underruns_and_preemptive_replies_are_counted():
+    class Closed:
+        num_underruns, num_drafts_taken, num_drafts_dropped = 2, 3, 1
+
+    metrics = ServerMetrics(lambda: [])
+    metrics.count_session(Closed())
+    metrics.count_session(Closed())
+    figures = parse_metrics(metrics.render().decode())
+    assert figures["liveserve_playback_underruns_total"] == 4
+    assert figures['liveserve_preemptive_replies_total{outcome="taken"}'] == 6
+    assert figures['liveserve_preemptive_replies_total{outcome="dropped"}'] == 2
