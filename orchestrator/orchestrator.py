@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from monitor import (
     SemanticTurnConfig,

@@ -56,7 +56,8 @@ def test_a_pause_the_model_calls_incomplete_is_asked_again_as_it_doubles_then_th
     events = windows_of(detector(scripted_vad, script, model, eagerness="medium"), 10 + fallback_windows + 5)
     stopped = [(k, e) for k, e in events if isinstance(e, SpeechStopped)]
     paused = [k for k, e in events if isinstance(e, SpeechPaused)]
-    assert stopped == [(10 + 4000 // 32 - 1, SpeechStopped(320))] and paused == [10 + -(-TurnDetectionConfig().max_pause_ms // 32) - 1]
+    pause_windows = -(-TurnDetectionConfig().max_pause_ms // 32)
+    assert stopped == [(10 + 4000 // 32 - 1, SpeechStopped(320))] and paused == [10 + pause_windows - 1]
     assert len(model.heard) == 5  # at 200, 400, 800, 1600 and 3200 ms of silence
 
 

@@ -7,7 +7,15 @@ import pytest
 from scipy.signal import resample_poly
 
 from lab.clips import clips_dir
-from monitor import SileroVAD, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import (
+    SileroVAD,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+    TurnDetector,
+)
 
 FIXTURES = clips_dir()
 CLIPS = sorted(p.name for p in FIXTURES.glob("*.wav"))
