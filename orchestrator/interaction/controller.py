@@ -1,7 +1,7 @@
 """One session's interaction decisions: turn taking, barge-in, truncation to what was heard, playback.
 
-Just over 300 lines: the speech a pipeline transcribes as it comes is one more thing the input's
-turn taking decides (when to open, feed and close it), kept beside it."""
+Near 400 lines: the speech a pipeline transcribes as it comes, and the reply begun at its pause, are
+part of the input's turn taking (when to open, feed, answer early and close it), kept beside it."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ class InteractionController:
       among `replies`, the latest few a truncation may still measure; older turns are released.
     - Reply audio is recorded as delivered when it leaves (`listener` gets it); acks move the
       played position; the stages are told each change.
-    - `opened_at` and `last_barge_in_at` (None: none yet) are clock times, for a live view.
+    - `opened_at` and `last_barge_in_at` (None: none yet) are clock times, for a live view;
+      `num_drafts_taken` and `num_drafts_dropped` count the drafts that had started a reply.
     Every method runs on the event loop thread; ValueError/KeyError report a request that cannot
     be honoured, with nothing changed.
     """
