@@ -142,3 +142,25 @@ def test_two_sessions_at_once_both_complete(voice_server):
         assert word_error_rate(QUESTION, completed["transcript"]) <= 0.17, completed["transcript"]
         done = client.received("response.done")[0]["response"]
         assert done["status"] in ("completed", "incomplete") and client.received("response.output_audio.delta")
+
+
+def test_a_pause_the_user_talks_through_is_not_answered_and_the_whole_turn_is(voice_server):
+    """The question twice, 100 ms apart: with the clip's own trailing silence, a pause of ~400 ms inside the
+    turn (the VAD ends it after 500). A reply may start at it (interaction.preemptive_reply), but none is
+    sent before the turn ends, and the one that is answers everything said."""
+    clip = fixture_pcm16(CLIP)
+
+    async def scenario():
+        async with connect(voice_server) as ws:
+            client = await opened(ws, max_output_tokens=8, audio={"input": TRANSCRIBE})
+            await client.append(np.concatenate([silence(500), clip, silence(100), clip, silence(1200)]))
+            done = await client.next("response.done", timeout=60)
+            return client, done
+
+    client, done = asyncio.run(scenario())
+    types = [event["type"] for _, event in client.events]
+    assert types.count("response.created") == 1 and types.count("input_audio_buffer.speech_stopped") == 1
+    assert types.index("input_audio_buffer.speech_stopped") < types.index("response.created")
+    heard = client.received("conversation.item.input_audio_transcription.completed")[0]["transcript"]
+    assert word_error_rate(f"{QUESTION} {QUESTION}", heard) <= 0.17, heard
+    assert done["response"]["status"] in ("completed", "incomplete")
