@@ -69,10 +69,12 @@ class ContextSegment:
 
 @dataclass(frozen=True)
 class ContextMark:
-    """Where a context's tail stood (see SessionContext.rollback): its segments, and whether the last was closed."""
+    """Where a context's tail stood (see SessionContext.rollback): its segments, whether the last was closed,
+    and the turns started."""
 
     num_segments: int
     last_closed: bool
+    num_turns: int
 
 
 class SessionContext:
@@ -100,6 +102,7 @@ class SessionContext:
         self.segments: list[ContextSegment] = []
         self.active_turn: ActiveTurn | None = None
         self.num_turns = 0
+        self.num_turns_taken_back = 0  # turns whose replies left the context unseen (rollback)
         self.is_lost = False
         self._last_edit: asyncio.Future | None = None
         self._arriving: dict[str, bool] = {}  # user items on their way in, by id: whether they may still enter
@@ -222,11 +225,18 @@ class SessionContext:
         self._arriving.pop(item_id, None)
 
     def mark(self) -> ContextMark:
-        return ContextMark(len(self.segments), bool(self.segments) and self.segments[-1].is_closed)
+        return ContextMark(len(self.segments), bool(self.segments) and self.segments[-1].is_closed, self.num_turns)
+
+    @property
+    def num_seeded_turns(self) -> int:
+        """Turns started and not taken back: sampling seeds count these, so a reply taken back changes no
+        later reply (turn and request ids count every turn started)."""
+        return self.num_turns - self.num_turns_taken_back
 
     def rollback(self, mark: ContextMark, item_ids: tuple[str, ...]) -> None:
         """Take items `item_ids`, the only ones added since `mark`, back out: those still on their way in never
         enter, those in leave with their KV (truncated in place: they are the context's tail)."""
+        self.num_turns_taken_back += self.num_turns - mark.num_turns
         for item_id in item_ids:
             if item_id in self._arriving:
                 self._arriving[item_id] = False

@@ -95,7 +95,7 @@ class Turn:
             self._finish("failed", error=str(exc))
             return
         self.segment = segment
-        self.reply.start(self, now, session.num_turns)
+        self.reply.start(self, now, session.num_seeded_turns)
         self.usage.input_tokens = session.num_tokens
         session.submit(AppendInput(session.thinker_id, TurnInput(prefix, [], self._thinker_sampling(), self.turn_id,
                                                                  self.request.tools.constraint())))
@@ -206,7 +206,7 @@ class Turn:
 
     def _thinker_sampling(self) -> SamplingParams:
         base, r = self.geometry.thinker_sampling, self.request
-        overrides = {"ignore_eos": r.ignore_eos or base.ignore_eos, "seed": base.seed + self.session.num_turns}
+        overrides = {"ignore_eos": r.ignore_eos or base.ignore_eos, "seed": base.seed + self.session.num_seeded_turns}
         if r.max_tokens is not None:
             overrides["max_tokens"] = r.max_tokens
         if r.temperature is not None:

@@ -86,7 +86,7 @@ class Reply(ABC):
       Their outputs go to the owner given to `start`, who hands each (without an error) to `on_output`
       and disowns them all when the turn ends.
     - `start(owner, now, num_turns)`: add the requests to their stages; sampling seeds are offset by
-      `num_turns` (the session's turns, this one included).
+      `num_turns` (the session's turns, this one included, less those taken back).
     - `speak(position, step, text, is_special)`: the thinker's `position`-th token of this reply (`step`;
       `text`, its detokenized text, maybe ""; `is_special`: a special token). Send along the path what
       the shape voices of it; True if it will become audio (it then counts in `heard_tokens`), False if not.

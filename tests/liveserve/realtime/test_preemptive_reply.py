@@ -81,6 +81,9 @@ def test_speech_resuming_drops_the_draft_unseen_and_the_turn_is_answered_once_it
     assert user_done["item"]["content"] == [{"type": "input_audio", "transcript": SAID}]
     texts = [s.item_id for s in h.controller.session.context.segments]
     assert texts[-2:] == [user_done["item"]["id"], h.controller.turn.item_id]
+    generating = [c.data for c in h.stages.sent("thinker", AppendInput) if c.data.sampling is not None]
+    seeds = [turn_input.sampling.seed - h.orch.config.thinker_sampling.seed for turn_input in generating]
+    assert seeds == [1, 1]  # the reply sampled as the session's first, as the draft taken back was
 
 
 def test_a_client_event_during_the_draft_drops_it_before_it_acts():
