@@ -14,10 +14,10 @@ from prometheus_client.registry import Collector
 from liveserve.admission import DECISIONS, AdmissionGate, KVWatch
 from liveserve.dashboard.recent import RecentHistogram
 from orchestrator.session.events import TurnUsage, UnheardWork
+from stages.engine import StageStatus
 
 if TYPE_CHECKING:
     from orchestrator.interaction.controller import InteractionController
-from stages.engine import StageStatus
 
 TTFP_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 FRAME_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.25, 0.4, 0.6, 1.0, 1.5, 2.0, 4.0)
