@@ -19,15 +19,17 @@ class Preemptor:
     benchmarks/log/2026-11-29-robustness-grid.md). A WAITING request, and room to load
     KV that is on the host (`idle_only`), take idle residents only.
 
-    Without `prefill_preempts`, a prefill (a request with more than one position
+    With `prefill_patience_s` > 0, a prefill (a request with more than one position
     pending: a new turn, or a recomputation) takes no active request's KV while another
     admitted request decodes this round (planned already, or still to plan after it in
     the order; held ones do not): it waits for replies to end instead, since a
     recomputation needs room in turn and under pressure makes the next one (the cascade
     of a preemption storm); with no one decoding, nothing else would free room, so it
-    does. A decoder that was not planned before it, or is stranded (its KV on the host,
-    no room to load it), is not decoding: counting it would leave both waiting for each
-    other forever.
+    does. A prefill never preempted (a new turn of an admitted session, the rest of a
+    chunked prompt) waits so at most `prefill_patience_s` from its `ready_since`, then
+    preempts as FCFS's do; a recomputation waits for as long as others decode. A decoder that was not
+    planned before it, or is stranded (its KV on the host, no room to load it), is not
+    decoding: counting it would leave both waiting for each other forever.
 
     Preempting frees the victim's KV and sends it back to WAITING, to recompute from
     position 0, a dormant one once its next turn arrives (past the positions it forgot:
@@ -38,10 +40,11 @@ class Preemptor:
     to a host tier).
     """
 
-    def __init__(self, requests: dict[str, StageRequest], residency: Residency, prefill_preempts: bool = True) -> None:
+    def __init__(self, requests: dict[str, StageRequest], residency: Residency,
+                 prefill_patience_s: float = 0.0) -> None:
         self.requests = requests
         self.residency = residency
-        self.prefill_preempts = prefill_preempts
+        self.prefill_patience_s = prefill_patience_s
         self.num_preemptions = 0
 
     def victims(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan,
@@ -72,7 +75,7 @@ class Preemptor:
         running = RequestStatus.RUNNING
         if idle_only or request.status is not running:
             return False
-        if self.prefill_preempts or request.num_pending <= 1:
+        if request.num_pending <= 1 or not self._is_patient(request, plan.now):
             return True
         planned = {chunk.request.request_id for chunk in plan.chunks}
         still_to_plan = False
@@ -83,6 +86,13 @@ class Preemptor:
                     r.request_id in planned or (still_to_plan and not self.residency.is_stranded(r.request_id))):
                 return False
         return True
+
+    def _is_patient(self, request: StageRequest, now: float) -> bool:
+        """Whether this prefill still waits for the decoders rather than preempt."""
+        if self.prefill_patience_s == 0.0:
+            return False
+        ready_since = now if request.ready_since is None else request.ready_since
+        return request.num_preemptions > 0 or now - ready_since < self.prefill_patience_s
 
     def preempt(self, victim: StageRequest, plan: SchedulerPlan) -> None:
         self.residency.free(victim.request_id)

@@ -58,7 +58,7 @@ class Scheduler:
         self.policy = make_policy(config, view, kv, device)
         self.residency = residency or (NoKVResidency() if kv is None else KVResidency(kv, view))
         self.requests: dict[str, StageRequest] = {}
-        self.preemptor = Preemptor(self.requests, self.residency, self.policy.prefill_preempts)
+        self.preemptor = Preemptor(self.requests, self.residency, self.policy.prefill_patience_s)
         self.planner = BatchPlanner(config, self.residency, self.preemptor, clock, self.fail)
         self._outputs: list[StageOutput] = []
 

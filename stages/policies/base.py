@@ -16,9 +16,12 @@ if TYPE_CHECKING:
 
 
 class PolicyKV(Protocol):
-    """What a policy reads of its stage's KV: the pool's size in blocks, the share of it in use, the blocks
-    whose KV is offloaded (what the device would take back), and the device blocks a request holds (0 for
-    one it does not know). A KVCacheManager is one; so is vLLM's block pool seen from its scheduler."""
+    """What a policy reads of its stage's KV: the pool's size in blocks and the positions a block holds, the
+    share of it in use, the blocks whose KV is offloaded (what the device would take back), and the device
+    blocks a request holds (0 for one it does not know). A KVCacheManager is one; so is vLLM's block pool seen
+    from its scheduler."""
+
+    block_size: int
 
     @property
     def num_blocks(self) -> int: ...
@@ -86,8 +89,9 @@ class SchedulingPolicy(ABC):
       their listener, not just left out for a round) to the clock time each is
       expected to be served again; their KV may leave the device meanwhile. Empty
       for a policy that holds nothing that long.
-    - `prefill_preempts`: whether a prefill may make an active request recompute while
-      others decode (see Preemptor).
+    - `prefill_patience_s`: how long a new turn's prefill, from its `ready_since`, waits for
+      the decoders to end before it may make an active request recompute (0: it never waits,
+      nor does a recomputation; see Preemptor).
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:
@@ -95,7 +99,7 @@ class SchedulingPolicy(ABC):
       class, summed over rounds.
     """
 
-    prefill_preempts = True
+    prefill_patience_s = 0.0
 
     def __init__(self, params: object, view: InteractionView | None = None,
                  kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stages.interaction import InteractionView, PlaybackState
@@ -24,11 +24,14 @@ class UrgencyParams:
     a lower mark paces in bursts, leaving a held context idle long enough to leave the
     device); `alpha` weighs barge-in exposure and `beta` KV-pressure relief in the
     utility that orders the remaining requests. Requests are held and yield only while
-    the stage's KV, on the device and offloaded, takes at most `pace_kv_share` of its
-    pool (.inf: whatever it takes). First-audio requests are ordered as if each pending
-    position took `u1_ms_per_position` ms (0: by ready age alone), at most `u1_max_pass_ms`
-    in all: no first-audio request is passed by one that became ready more than
-    `u1_max_pass_ms` after it (.inf: no bound).
+    the stage's KV, on the device and offloaded, with what the first-audio requests waiting
+    for admission need, takes at most `pace_kv_share` of its pool (.inf: whatever it
+    takes). First-audio requests are ordered as if each pending position took
+    `u1_ms_per_position` ms (0: by ready age alone), at most `u1_max_pass_ms` in all: no
+    first-audio request is passed by one that became ready more than
+    `u1_max_pass_ms` after it (.inf: no bound). An admitted request's prefill short of KV
+    waits for the replies decoding to end at most `prefill_patience_ms` from when it became
+    ready, then preempts as FCFS's do (.inf: it waits while any decodes).
     """
 
     p_safe_ms: float = 400.0
@@ -40,6 +43,7 @@ class UrgencyParams:
     pace_kv_share: float = 0.9
     u1_ms_per_position: float = 1.0
     u1_max_pass_ms: float = 500.0
+    prefill_patience_ms: float = 500.0
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -52,6 +56,10 @@ class UrgencyParams:
             require_number(self, name, lambda v: 0 <= v < math.inf, "a finite number >= 0")
         require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
         require_number(self, "u1_max_pass_ms", lambda v: v >= 0, "a number >= 0 (.inf: no bound)")
+        require_number(self, "prefill_patience_ms", lambda v: v >= 0, "a number >= 0 (.inf: wait while any decodes)")
+
+
+Playback = Callable[[str], PlaybackState | None]
 
 
 def _no_telemetry(request_id: str) -> PlaybackState | None:
@@ -99,6 +107,11 @@ class UrgencyPolicy(SchedulingPolicy):
       holds a reply keeps the talker's context for it waiting mid-turn, so a talker past
       its share stops the thinker's pacing too (benchmarks/log/2026-11-29-robustness-grid.md:
       otherwise those talker contexts were preempted and recomputed in a storm).
+      The KV that first-audio requests waiting for admission need counts as taken: a
+      new turn only takes free KV (it preempts no one), so a paced reply's context
+      would keep it out until that reply, paced, ends; with its room counted, a new
+      turn that does not fit stops the pacing, and no hold or yield costs a waiting
+      listener room for first audio.
     - Yielded: started and P >= p_yield_ms while a listener waits (U0 or U1 with
       telemetry) at this stage or at any stage sharing its device: left out so the
       device computes what a listener waits for; buffered at least p_yield_ms >
@@ -110,25 +123,28 @@ class UrgencyPolicy(SchedulingPolicy):
     first audio is the one assumption that never starves a listener, but it makes no
     one yield. Ties keep the order given (the scheduler's: the order requests were added).
 
-    A prefill does not preempt active requests while others decode (`prefill_preempts`
-    False): under pressure a new turn waits for replies to end rather than start a
-    cascade of recomputations.
+    A prefill short of KV does not preempt active requests while others decode: under
+    pressure a new turn waits for replies to end rather than start a cascade of
+    recomputations, and a recomputation always does. Any other prefill (a new turn of an
+    admitted session, the rest of a chunked prompt) waits so at most `prefill_patience_ms`
+    from when it became ready (`prefill_patience_s`), then preempts as FCFS's prefills do:
+    waiting for replies to end is a wait FCFS's order does not have, so its regret is bounded.
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
     `fallbacks` (no telemetry, ordered as U1), `speculative`, `held` and `yielded`.
     """
 
-    prefill_preempts = False
-
     def __init__(self, params: UrgencyParams, view: InteractionView | None = None,
                  kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:
         super().__init__(params, view, kv, device)
+        self.prefill_patience_s = params.prefill_patience_ms / 1000.0
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
         self.num_fallbacks = self.num_speculative = self.num_held = self.num_yielded = 0
         self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[R], now: float) -> list[R]:
-        pool_affords = self._pool_affords_pacing()
+        playback = self.view.playback if self.view is not None else _no_telemetry
+        pool_affords = self._pool_affords_pacing(requests, playback)
         if not requests:
             self._report(False, pool_affords)
             self.resume_at = {}
@@ -144,7 +160,6 @@ class UrgencyPolicy(SchedulingPolicy):
         was_held, resume_at = self.resume_at, {}
         pressure = params.beta * self.kv.occupancy if self.kv is not None else 0.0  # beta * R_occ
         blocks_held = self.kv.num_blocks_held if pressure else None  # K, looked up only when it counts
-        playback = self.view.playback if self.view is not None else _no_telemetry
         running = RequestStatus.RUNNING
         # Per class, parallel lists of float keys and requests: one cheap float sort each.
         u0_keys, u0, u1_keys, u1, u2_keys, u2, u2_buffers = [], [], [], [], [], [], []
@@ -191,11 +206,22 @@ class UrgencyPolicy(SchedulingPolicy):
         self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(guesses), num_held, num_yielded)
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2) + _sorted(guess_keys, guesses)
 
-    def _pool_affords_pacing(self) -> bool:
+    def _pool_affords_pacing(self, requests: Sequence[R], playback: Playback) -> bool:
         kv, share = self.kv, self.params.pace_kv_share
         if kv is None or share == math.inf:
             return True
-        return kv.num_used_blocks + kv.num_offloaded_blocks_total <= share * kv.num_blocks
+        return kv.num_used_blocks + kv.num_offloaded_blocks_total + self._first_audio_blocks(requests, playback) \
+            <= share * kv.num_blocks
+
+    def _first_audio_blocks(self, requests: Sequence[R], playback: Playback) -> int:
+        """The KV blocks the first-audio requests waiting for admission need for their pending positions."""
+        size, waiting, blocks = self.kv.block_size, RequestStatus.WAITING, 0
+        for request in requests:
+            if request.status is waiting and not request.is_speculative:
+                state = playback(request.request_id)
+                if state is None or not state.started:
+                    blocks += -(-request.num_pending // size)
+        return blocks
 
     def _report(self, waiting_here: bool, pool_affords: bool) -> None:
         if self._slot is not None:

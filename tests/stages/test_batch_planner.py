@@ -1,6 +1,8 @@
 """The batch planner and the preemptor on their own, on a fake clock: a round's chunks from a given order,
 and whom a shortfall preempts."""
 
+import math
+
 import pytest
 
 from stages.batch_planner import BatchPlanner
@@ -135,13 +137,13 @@ def test_active_victims_are_the_latest_arrivals_first_whatever_the_order():
     assert Preemptor(requests, residency).victims(asking, urgency_order, SchedulerPlan(), 3) == [third, second]
 
 
-def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_and_a_decode_does_not():
+def test_a_patient_prefill_waits_for_the_decoders_in_the_order_and_a_decode_does_not():
     kv = make_kv(6)
     residency, requests = KVResidency(kv), {}
     decoding, held = (resident(requests, residency, rid, 8, pending=True) for rid in ("decoding", "held"))
     new_turn = resident(requests, residency, "new_turn", 4, pending=False)
     new_turn.token_ids.extend([7] * 6)  # six positions of a new turn to prefill
-    preemptor = Preemptor(requests, residency, prefill_preempts=False)
+    preemptor = Preemptor(requests, residency, prefill_patience_s=math.inf)
     assert preemptor.victims(new_turn, [new_turn, decoding], SchedulerPlan(), 2) is None  # decoding will end its reply
     assert preemptor.victims(new_turn, [new_turn], SchedulerPlan(), 2) == [decoding]  # both held, nobody decoding
     growing = thinker("growing", 0.0, [1] * 4, max_tokens=None)
@@ -151,13 +153,27 @@ def test_without_prefill_preempts_a_prefill_waits_for_the_decoders_in_the_order_
     assert Preemptor(requests, residency).victims(new_turn, [new_turn, decoding], SchedulerPlan(), 2) == [held]
 
 
-def test_without_prefill_preempts_a_decoder_that_could_not_be_planned_does_not_make_a_prefill_wait():
+def test_a_new_turn_waits_for_the_decoders_only_its_patience_and_a_recomputation_for_as_long_as_they_decode():
+    kv = make_kv(6)
+    residency, requests = KVResidency(kv), {}
+    decoding, held = (resident(requests, residency, rid, 8, pending=True) for rid in ("decoding", "held"))
+    new_turn = resident(requests, residency, "new_turn", 4, pending=False)
+    new_turn.token_ids.extend([7] * 6)
+    new_turn.ready_since = 10.0
+    preemptor, order = Preemptor(requests, residency, prefill_patience_s=0.5), [new_turn, decoding]
+    assert preemptor.victims(new_turn, order, SchedulerPlan(now=10.49), 2) is None
+    assert preemptor.victims(new_turn, order, SchedulerPlan(now=10.5), 2) == [held]  # out of patience: as FCFS
+    new_turn.num_preemptions = 1  # a recomputation: under pressure it would make the next one
+    assert preemptor.victims(new_turn, order, SchedulerPlan(now=60.0), 2) is None
+
+
+def test_a_decoder_that_could_not_be_planned_does_not_make_a_prefill_wait():
     kv = make_kv(6)
     residency, requests = KVResidency(kv), {}
     stuck = resident(requests, residency, "stuck", 8, pending=True)
     new_turn = resident(requests, residency, "new_turn", 4, pending=False)
     new_turn.token_ids.extend([7] * 6)
-    preemptor, plan = Preemptor(requests, residency, prefill_preempts=False), SchedulerPlan()
+    preemptor, plan = Preemptor(requests, residency, prefill_patience_s=math.inf), SchedulerPlan()
     assert preemptor.victims(new_turn, [stuck, new_turn], plan, 2) == [stuck]  # waiting would wait forever
     plan.chunks.append(ScheduledChunk(stuck, 8, 1))  # planned before it this round: decoding, so it waits
     assert preemptor.victims(new_turn, [stuck, new_turn], plan, 2) is None

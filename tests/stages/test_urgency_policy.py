@@ -67,6 +67,7 @@ def ids(requests) -> list[str]:
     ("beta", "1", "beta must be a finite number >= 0, got '1'"),
     ("u1_ms_per_position", -1, "u1_ms_per_position must be a finite number >= 0, got -1"),
     ("pace_kv_share", 0, "pace_kv_share must be a number > 0 (.inf: pace whatever the pool), got 0"),
+    ("prefill_patience_ms", -1, "prefill_patience_ms must be a number >= 0 (.inf: wait while any decodes), got -1"),
     ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
     ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
 ])
@@ -309,13 +310,32 @@ def test_pacing_stops_once_the_stages_kv_outgrows_pace_kv_share_of_the_pool():
     kv = make_kv(10)
     policy = urgency(view, kv, pace_kv_share=0.5)
     requests = [ready(rid, 0.0, since=0.0) for rid in ("far", "past_max", "w")]
-    kv.reserve("x", 5 * BLOCK)  # half the pool: still paced
+    kv.reserve("x", 4 * BLOCK)  # with the block w waits to take, half the pool: still paced
     assert ids(policy.order(requests, now=0.0)) == ["w"] and policy.resume_at == {"past_max": 0.5}
     kv.reserve("y", 1)  # past the share: nothing is held or yields
     assert ids(policy.order(requests, now=0.0)) == ["w", "far", "past_max"] and policy.resume_at == {}
     assert policy.counters["held"] == 1 and policy.counters["yielded"] == 1
     kv.free("y")
     assert ids(policy.order(requests, now=0.0)) == ["w"]
+
+
+def test_first_audio_waiting_for_admission_counts_its_room_against_pacing_and_nothing_else_waiting_does():
+    view = FakeView(held=playing(2500.0), new_turn=NOT_STARTED, recomputing=playing(2500.0))
+    kv = make_kv(10)
+    policy = urgency(view, kv, pace_kv_share=0.5)
+    held = ready("held", 0.0, since=0.0)
+    held.status = RequestStatus.RUNNING
+    kv.reserve("held", 3 * BLOCK)
+    new_turn = thinker("new_turn", 1.0, [1] * (2 * BLOCK + 1), max_tokens=1)  # 3 blocks to take
+    new_turn.ready_since = 1.0
+    # 3 held + 3 to take > half the pool: the new turn would not fit, so the reply is not held
+    assert ids(policy.order([held, new_turn], now=1.0)) == ["new_turn", "held"] and policy.resume_at == {}
+    recomputing = thinker("recomputing", 0.5, [1] * (2 * BLOCK + 1), max_tokens=1)  # a started reply, not waited on
+    recomputing.ready_since = 1.0
+    assert policy.order([held, recomputing], now=1.0) == [] and set(policy.resume_at) == {"held", "recomputing"}
+    short_turn = thinker("new_turn", 1.0, [1] * BLOCK, max_tokens=1)  # one block: 4 of 5 taken, still paced
+    short_turn.ready_since = 1.0
+    assert policy.order([held, short_turn], now=1.0) == [short_turn] and set(policy.resume_at) == {"held"}
 
 
 def test_a_stage_past_its_share_stops_the_pacing_of_every_stage_on_its_device():
