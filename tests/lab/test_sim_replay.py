@@ -80,9 +80,12 @@ def test_the_real_urgency_policy_and_the_simulated_runner_run(monkeypatch):
 
 
 def test_memory_pressure_offloads_to_the_host_over_the_link():
-    """A thinker pool a few sessions' KV fills: the next-use policy evicts and reloads over the link."""
+    """A thinker pool a few sessions' KV fills, replies paced whatever the pool (`pace_kv_share` .inf): the
+    next-use policy evicts held replies' KV to the host and reloads it over the link. (Paced only while the pool
+    affords it, as shipped, these replies are not held once the new turns would not fit: nothing comes back.)"""
     result = replay(policy="liveserve", dataset="random", random_input_len=400, num_requests=16, max_concurrency=8,
-                    overrides=_overrides("stages.thinker.kv.num_blocks=120"))
+                    overrides=_overrides("stages.thinker.kv.num_blocks=120",
+                                         "stages.thinker.scheduler.urgency.pace_kv_share=.inf"))
     assert result["num_failed"] == 0
     assert result["kv"]["evictions"] > 0 and result["kv"]["reload_ms_on_path"] > 0
 
