@@ -27,9 +27,9 @@ class Preemptor:
     of a preemption storm); with no one decoding, nothing else would free room, so it
     does. A prefill never preempted (a new turn of an admitted session, the rest of a
     chunked prompt) waits so at most `prefill_patience_s` from its `ready_since`, then
-    preempts as FCFS's do; a recomputation waits for as long as others decode. A decoder that was not
-    planned before it, or is stranded (its KV on the host, no room to load it), is not
-    decoding: counting it would leave both waiting for each other forever.
+    preempts as FCFS's do; a recomputation waits for as long as others decode. A decoder
+    that was not planned before it, or is stranded (its KV on the host, no room to load
+    it), is not decoding: counting it would leave both waiting for each other forever.
 
     Preempting frees the victim's KV and sends it back to WAITING, to recompute from
     position 0, a dormant one once its next turn arrives (past the positions it forgot:

@@ -89,9 +89,9 @@ class SchedulingPolicy(ABC):
       their listener, not just left out for a round) to the clock time each is
       expected to be served again; their KV may leave the device meanwhile. Empty
       for a policy that holds nothing that long.
-    - `prefill_patience_s`: how long a new turn's prefill, from its `ready_since`, waits for
-      the decoders to end before it may make an active request recompute (0: it never waits,
-      nor does a recomputation; see Preemptor).
+    - `prefill_patience_s`: how long an admitted prefill never preempted, from its
+      `ready_since`, waits for the decoders to end before it may make an active request
+      recompute; a recomputation waits while any decodes (0: neither waits; see Preemptor).
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kvtier import blocks_for
 from stages.interaction import InteractionView, PlaybackState
 from stages.policies.base import PolicyKV, R, SchedulingPolicy
 from stages.requests.base import RequestStatus
@@ -210,8 +211,8 @@ class UrgencyPolicy(SchedulingPolicy):
         kv, share = self.kv, self.params.pace_kv_share
         if kv is None or share == math.inf:
             return True
-        return kv.num_used_blocks + kv.num_offloaded_blocks_total + self._first_audio_blocks(requests, playback) \
-            <= share * kv.num_blocks
+        taken, limit = kv.num_used_blocks + kv.num_offloaded_blocks_total, share * kv.num_blocks
+        return taken <= limit and taken + self._first_audio_blocks(requests, playback) <= limit
 
     def _first_audio_blocks(self, requests: Sequence[R], playback: Playback) -> int:
         """The KV blocks the first-audio requests waiting for admission need for their pending positions."""
@@ -220,7 +221,7 @@ class UrgencyPolicy(SchedulingPolicy):
             if request.status is waiting and not request.is_speculative:
                 state = playback(request.request_id)
                 if state is None or not state.started:
-                    blocks += -(-request.num_pending // size)
+                    blocks += blocks_for(request.num_pending, size)
         return blocks
 
     def _report(self, waiting_here: bool, pool_affords: bool) -> None:
