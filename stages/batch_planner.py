@@ -34,11 +34,18 @@ class BatchPlanner:
     order: admitted into the blocks the running ones are about to grow into, it was the
     next victim, recomputed again and again (a thrash of recomputations:
     benchmarks/log/2026-11-30-grid-noise-floor.md).
+    With `decode_reserve` a prefill chunk leaves a token of the budget for every admitted
+    request decoding after it in the order (within `max_num_seqs`): a first-audio prefill
+    ordered first takes what is left once the replies playing have their next position, so
+    that a long prompt never stalls every reply for a round (FCFS's order, which puts replies
+    before later turns, has no such stall).
     """
 
     def __init__(self, config: SchedulerConfig, residency: Residency, preemptor: Preemptor,
-                 clock: Callable[[], float], fail: Callable[[StageRequest, str], None]) -> None:
+                 clock: Callable[[], float], fail: Callable[[StageRequest, str], None],
+                 decode_reserve: bool = False) -> None:
         self.config = config
+        self.decode_reserve = decode_reserve
         self.residency = residency
         self.preemptor = preemptor
         self.clock = clock
@@ -52,11 +59,17 @@ class BatchPlanner:
         running = RequestStatus.RUNNING
         grows = {r.request_id: self.residency.blocks_to_grow(r) for r in ordered if r.status is running}
         self._growth, self._admitted = sum(grows.values()), len(grows)
+        decoders_left = sum(map(_is_decoding, ordered)) if self.decode_reserve else 0
         for request in ordered:
             if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
                 break
             self._growth -= grows.get(request.request_id, 0)
-            chunk = self._plan_chunk(request, budget, ordered, plan)
+            reserve = 0
+            if decoders_left and _is_decoding(request):
+                decoders_left -= 1
+            elif decoders_left:
+                reserve = min(decoders_left, self.config.max_num_seqs - len(plan.chunks) - 1)
+            chunk = self._plan_chunk(request, budget - reserve, ordered, plan) if budget > reserve else None
             if chunk is not None:
                 plan.chunks.append(chunk)
                 budget -= chunk.num_tokens
@@ -105,3 +118,8 @@ class BatchPlanner:
                 self.preemptor.preempt(victim, plan)
         self.residency.reserve(request, end)
         return True
+
+
+def _is_decoding(request: StageRequest) -> bool:
+    """An admitted request whose next chunk is one position: a reply decoding."""
+    return request.status is RequestStatus.RUNNING and request.num_pending == 1

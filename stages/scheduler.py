@@ -59,7 +59,8 @@ class Scheduler:
         self.residency = residency or (NoKVResidency() if kv is None else KVResidency(kv, view))
         self.requests: dict[str, StageRequest] = {}
         self.preemptor = Preemptor(self.requests, self.residency, self.policy.prefill_patience_s)
-        self.planner = BatchPlanner(config, self.residency, self.preemptor, clock, self.fail)
+        self.planner = BatchPlanner(config, self.residency, self.preemptor, clock, self.fail,
+                                    self.policy.reserves_decode_budget)
         self._outputs: list[StageOutput] = []
 
     @property

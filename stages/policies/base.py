@@ -92,6 +92,9 @@ class SchedulingPolicy(ABC):
     - `prefill_patience_s`: how long an admitted prefill never preempted, from its
       `ready_since`, waits for the decoders to end before it may make an active request
       recompute; a recomputation waits while any decodes (0: neither waits; see Preemptor).
+    - `reserves_decode_budget`: whether a prefill chunk leaves a token of the round's
+      budget for each admitted request decoding after it in the order (see BatchPlanner);
+      a policy that orders new turns before replies playing sets it.
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:
@@ -100,6 +103,7 @@ class SchedulingPolicy(ABC):
     """
 
     prefill_patience_s = 0.0
+    reserves_decode_budget = False
 
     def __init__(self, params: object, view: InteractionView | None = None,
                  kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:

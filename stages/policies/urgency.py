@@ -130,10 +130,14 @@ class UrgencyPolicy(SchedulingPolicy):
     admitted session, the rest of a chunked prompt) waits so at most `prefill_patience_ms`
     from when it became ready (`prefill_patience_s`), then preempts as FCFS's prefills do:
     waiting for replies to end is a wait FCFS's order does not have, so its regret is bounded.
+    Nor does a first-audio prefill ordered before the replies playing take the token budget
+    their next positions need (`reserves_decode_budget`): they decode in the same round.
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
     `fallbacks` (no telemetry, ordered as U1), `speculative`, `held` and `yielded`.
     """
+
+    reserves_decode_budget = True
 
     def __init__(self, params: UrgencyParams, view: InteractionView | None = None,
                  kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:

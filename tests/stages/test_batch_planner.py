@@ -15,12 +15,13 @@ from stages.requests import RequestStatus
 from tests.stages.scheduler_harness import FakeClock, make_kv, thinker
 
 
-def planner_for(residency, requests: dict, max_tokens: int = 8, max_seqs: int = 8):
+def planner_for(residency, requests: dict, max_tokens: int = 8, max_seqs: int = 8, decode_reserve: bool = False):
     """A planner over `residency`, its preemptor over `requests`, and the requests it failed (id, message)."""
     failed = []
     preemptor = Preemptor(requests, residency)
     config = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=max_tokens)
-    planner = BatchPlanner(config, residency, preemptor, FakeClock(), lambda r, m: failed.append((r.request_id, m)))
+    planner = BatchPlanner(config, residency, preemptor, FakeClock(), lambda r, m: failed.append((r.request_id, m)),
+                           decode_reserve)
     return planner, preemptor, failed
 
 
@@ -48,6 +49,38 @@ def test_the_order_is_walked_within_the_token_and_sequence_budgets_in_chunks():
     assert requests["a"].last_scheduled_time == requests["b"].last_scheduled_time == 3.0 and failed == []
     planner.plan([], plan)
     assert len(plan.chunks) == 2  # nothing ordered, nothing planned
+
+
+@pytest.mark.parametrize("decode_reserve, planned", [
+    (False, [("new", 0, 8)]),                                       # the prompt takes the round: no reply decodes
+    (True, [("new", 0, 6), ("r1", 4, 1), ("r2", 4, 1)]),            # a token left for each reply after it
+])
+def test_a_prefill_ordered_first_leaves_the_replies_after_it_their_next_position(decode_reserve, planned):
+    residency, requests = NoKVResidency(), {}
+    replies = [resident_without_kv(requests, rid) for rid in ("r1", "r2")]
+    new = requests["new"] = thinker("new", 0.0, [3] * 20, max_tokens=None, close=False)
+    planner, _, _ = planner_for(residency, requests, max_tokens=8, decode_reserve=decode_reserve)
+    plan = SchedulerPlan()
+    planner.plan([new, *replies], plan)
+    assert chunks(plan) == planned
+
+
+def test_the_decode_reserve_counts_only_the_replies_the_sequence_budget_leaves_room_for():
+    residency, requests = NoKVResidency(), {}
+    replies = [resident_without_kv(requests, rid) for rid in ("r1", "r2", "r3")]
+    new = requests["new"] = thinker("new", 0.0, [3] * 20, max_tokens=None, close=False)
+    planner, _, _ = planner_for(residency, requests, max_tokens=8, max_seqs=2, decode_reserve=True)
+    plan = SchedulerPlan()
+    planner.plan([new, *replies], plan)
+    assert chunks(plan) == [("new", 0, 7), ("r1", 4, 1)]  # one sequence left after the prompt: one token kept
+
+
+def resident_without_kv(requests: dict, rid: str):
+    """An admitted reply at a stage without KV: 4 positions computed, its next one pending."""
+    request = thinker(rid, 0.0, list(range(5)), max_tokens=None, close=False)
+    request.num_computed, request.status = 4, RequestStatus.RUNNING
+    requests[rid] = request
+    return request
 
 
 def test_a_request_that_can_never_fit_fails_and_the_walk_goes_on():

@@ -249,6 +249,22 @@ def test_a_waiting_first_audio_request_and_running_long_buffers(policy, expected
     assert scheduler.requests["a"].status is RequestStatus.RUNNING  # sitting out a round costs no KV
 
 
+@pytest.mark.parametrize("policy, expected", [
+    ("urgency", [("c", 0, 2), ("b", 2, 1), ("a", 2, 1)]),  # c first, chunked to leave both replies a token
+    ("fcfs", [("a", 2, 1), ("b", 2, 1), ("c", 0, 2)]),     # running first, c takes what is left
+])
+def test_a_long_first_audio_prompt_does_not_stall_the_replies_playing(policy, expected):
+    view = FakeView(a=playing(900.0), b=playing(700.0))
+    scheduler, runner, _ = make_scheduler(max_tokens=4, max_seqs=4, view=view, policy=policy)
+    scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=20))
+    scheduler.add(thinker("b", 1.0, [3, 4], max_tokens=20))
+    step(scheduler, runner)
+    scheduler.add(thinker("c", 2.0, [5] * 9, max_tokens=2))
+    view.states["c"] = NOT_STARTED
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == expected
+
+
 def test_a_new_first_audio_request_leaves_running_replies_room_to_decode():
     # 4 blocks of 4. a, b: 4-token prompts that decode into a second block next; c: new, 3 tokens.
     view = FakeView(a=playing(600.0), b=playing(800.0))
