@@ -32,7 +32,9 @@ class UrgencyParams:
     first-audio request is passed by one that became ready more than
     `u1_max_pass_ms` after it (.inf: no bound). An admitted request's prefill short of KV
     waits for the replies decoding to end at most `prefill_patience_ms` from when it became
-    ready, then preempts as FCFS's do (.inf: it waits while any decodes).
+    ready, then preempts as FCFS's do (.inf: it waits while any decodes). While a reply
+    playing is at risk at the stage, first-audio requests wait, each at most
+    `first_audio_gate_ms` from when it became ready (0: never; .inf: while any is at risk).
     """
 
     p_safe_ms: float = 400.0
@@ -45,6 +47,7 @@ class UrgencyParams:
     u1_ms_per_position: float = 1.0
     u1_max_pass_ms: float = 500.0
     prefill_patience_ms: float = 500.0
+    first_audio_gate_ms: float = 2000.0
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -58,6 +61,7 @@ class UrgencyParams:
         require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
         require_number(self, "u1_max_pass_ms", lambda v: v >= 0, "a number >= 0 (.inf: no bound)")
         require_number(self, "prefill_patience_ms", lambda v: v >= 0, "a number >= 0 (.inf: wait while any decodes)")
+        require_number(self, "first_audio_gate_ms", lambda v: v >= 0, "a number >= 0 (.inf: while any is at risk)")
 
 
 Playback = Callable[[str], PlaybackState | None]
@@ -84,6 +88,13 @@ class UrgencyPolicy(SchedulingPolicy):
       only U0 requests and first-audio requests that became ready at most
       `u1_max_pass_ms` after it, so none starves, and what it waits for beyond FCFS's
       order is the work of turns that began within that bound of its own.
+    - Gated: while a reply already playing is at risk here (U0 not empty), first-audio
+      requests with telemetry sit the round out, each at most `first_audio_gate_ms` from
+      its `ready_since`: a reply started is one the stage must then sustain, and starting
+      more than it sustains makes every one of them run dry (a burst of new turns served
+      first audio together: benchmarks/log/2026-11-30-decode-reserve-and-gate.md). New
+      replies start as the ones playing get out of risk or end, as FCFS starts them in
+      waves; the bound keeps a stream at risk for good from starving new turns.
     - U2 the rest: highest utility first,
       U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
@@ -134,7 +145,7 @@ class UrgencyPolicy(SchedulingPolicy):
     their next positions need (`reserves_decode_budget`): they decode in the same round.
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
-    `fallbacks` (no telemetry, ordered as U1), `speculative`, `held` and `yielded`.
+    `fallbacks` (no telemetry, ordered as U1), `speculative`, `held`, `yielded` and `gated`.
     """
 
     reserves_decode_budget = True
@@ -144,7 +155,7 @@ class UrgencyPolicy(SchedulingPolicy):
         super().__init__(params, view, kv, device)
         self.prefill_patience_s = params.prefill_patience_ms / 1000.0
         self.num_rounds = self.num_u0 = self.num_u1 = self.num_u2 = 0
-        self.num_fallbacks = self.num_speculative = self.num_held = self.num_yielded = 0
+        self.num_fallbacks = self.num_speculative = self.num_held = self.num_yielded = self.num_gated = 0
         self._slot = device.join() if device is not None else None
 
     def order(self, requests: Sequence[R], now: float) -> list[R]:
@@ -198,6 +209,9 @@ class UrgencyPolicy(SchedulingPolicy):
             u2.append(request)
             u2_buffers.append(buffer_ms)
         self.resume_at = resume_at
+        num_gated = 0
+        if u0 and len(u1) > num_fallbacks:
+            u1_keys, u1, num_gated = self._gate(u1_keys, u1, playback, now)
         waiting_here = bool(u0) or len(u1) > num_fallbacks
         self._report(waiting_here, pool_affords)
         yielding = paced and (waiting_here or (self.device is not None and self.device.listener_waiting))
@@ -208,8 +222,17 @@ class UrgencyPolicy(SchedulingPolicy):
             guess_keys, guesses = [], []
         else:
             num_yielded = 0
-        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(guesses), num_held, num_yielded)
+        self._count(len(u0), len(u1) - num_fallbacks, len(u2), num_fallbacks, len(guesses), num_held, num_yielded,
+                    num_gated)
         return _sorted(u0_keys, u0) + _sorted(u1_keys, u1) + _sorted(u2_keys, u2) + _sorted(guess_keys, guesses)
+
+    def _gate(self, keys: list[float], requests: list[R], playback: Playback,
+              now: float) -> tuple[list[float], list[R], int]:
+        """The first-audio requests that are not gated (fallbacks never are), and how many are."""
+        gate_s = self.params.first_audio_gate_ms / 1000.0
+        kept = [i for i, r in enumerate(requests)
+                if playback(r.request_id) is None or now - (now if r.ready_since is None else r.ready_since) >= gate_s]
+        return [keys[i] for i in kept], [requests[i] for i in kept], len(requests) - len(kept)
 
     def _pool_affords_pacing(self, requests: Sequence[R], playback: Playback) -> bool:
         kv, share = self.kv, self.params.pace_kv_share
@@ -233,7 +256,7 @@ class UrgencyPolicy(SchedulingPolicy):
             self.device.report(self._slot, waiting_here, not pool_affords)
 
     def _count(self, num_u0: int, num_u1: int, num_u2: int, num_fallbacks: int, num_speculative: int,
-               num_held: int, num_yielded: int) -> None:
+               num_held: int, num_yielded: int, num_gated: int) -> None:
         self.num_rounds += 1
         self.num_u0 += num_u0
         self.num_u1 += num_u1
@@ -242,11 +265,12 @@ class UrgencyPolicy(SchedulingPolicy):
         self.num_speculative += num_speculative
         self.num_held += num_held
         self.num_yielded += num_yielded
+        self.num_gated += num_gated
 
     @property
     def counters(self) -> dict[str, int]:
         return {
             "rounds": self.num_rounds, "u0": self.num_u0, "u1": self.num_u1, "u2": self.num_u2,
             "fallbacks": self.num_fallbacks, "speculative": self.num_speculative, "held": self.num_held,
-            "yielded": self.num_yielded,
+            "yielded": self.num_yielded, "gated": self.num_gated,
         }

@@ -98,14 +98,15 @@ def test_classes_split_at_p_safe_and_the_started_flag():
     view = FakeView(at_safe=playing(400.0), above_safe=playing(400.5), empty=playing(0.0),
                     waiting=PlaybackState(started=False, drained_at=0.0, queued_ms=0.0),
                     long=playing(1999.0), past_max=playing(2000.0))
-    policy = urgency(view)
+    policy = urgency(view, first_audio_gate_ms=0)  # first audio not gated behind U0 (see the gate's tests)
     requests = [ready(rid, float(i), since=0.0) for i, rid in
                 enumerate(["past_max", "long", "above_safe", "waiting", "at_safe", "empty"])]
     # U0 by smallest P (empty 0 ms, at_safe 400 ms), U1 (waiting), U2 (above_safe); past_max (P = p_max)
     # is held while others are served, and long (P >= p_yield) yields while a listener waits.
     assert ids(policy.order(requests, now=0.0)) == ["empty", "at_safe", "waiting", "above_safe"]
     assert policy.counters == {
-        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "speculative": 0, "held": 1, "yielded": 1}
+        "rounds": 1, "u0": 2, "u1": 1, "u2": 1, "fallbacks": 0, "speculative": 0, "held": 1, "yielded": 1,
+        "gated": 0}
 
 
 def test_u1_goes_by_ready_age_not_by_arrival():
