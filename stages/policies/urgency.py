@@ -33,8 +33,9 @@ class UrgencyParams:
     `u1_max_pass_ms` after it (.inf: no bound). An admitted request's prefill short of KV
     waits for the replies decoding to end at most `prefill_patience_ms` from when it became
     ready, then preempts as FCFS's do (.inf: it waits while any decodes). While a reply
-    playing is at risk at the stage, first-audio requests wait, each at most
-    `first_audio_gate_ms` from when it became ready (0: never; .inf: while any is at risk).
+    playing at the stage has at most `gate_buffer_ms` (<= p_safe_ms) left to play,
+    first-audio requests wait, each at most `first_audio_gate_ms` from when it became
+    ready (0: never; .inf: for as long as that lasts).
     """
 
     p_safe_ms: float = 400.0
@@ -48,6 +49,7 @@ class UrgencyParams:
     u1_max_pass_ms: float = 500.0
     prefill_patience_ms: float = 500.0
     first_audio_gate_ms: float = 2000.0
+    gate_buffer_ms: float = 100.0
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -61,7 +63,9 @@ class UrgencyParams:
         require_number(self, "pace_kv_share", lambda v: v > 0, "a number > 0 (.inf: pace whatever the pool)")
         require_number(self, "u1_max_pass_ms", lambda v: v >= 0, "a number >= 0 (.inf: no bound)")
         require_number(self, "prefill_patience_ms", lambda v: v >= 0, "a number >= 0 (.inf: wait while any decodes)")
-        require_number(self, "first_audio_gate_ms", lambda v: v >= 0, "a number >= 0 (.inf: while any is at risk)")
+        require_number(self, "first_audio_gate_ms", lambda v: v >= 0, "a number >= 0 (.inf: no bound)")
+        require_number(self, "gate_buffer_ms", lambda v: 0 <= v <= self.p_safe_ms,
+                       f"a number between 0 and p_safe_ms ({self.p_safe_ms})")
 
 
 Playback = Callable[[str], PlaybackState | None]
@@ -88,13 +92,15 @@ class UrgencyPolicy(SchedulingPolicy):
       only U0 requests and first-audio requests that became ready at most
       `u1_max_pass_ms` after it, so none starves, and what it waits for beyond FCFS's
       order is the work of turns that began within that bound of its own.
-    - Gated: while a reply already playing is at risk here (U0 not empty), first-audio
-      requests with telemetry sit the round out, each at most `first_audio_gate_ms` from
-      its `ready_since`: a reply started is one the stage must then sustain, and starting
-      more than it sustains makes every one of them run dry (a burst of new turns served
-      first audio together: benchmarks/log/2026-11-30-decode-reserve-and-gate.md). New
-      replies start as the ones playing get out of risk or end, as FCFS starts them in
-      waves; the bound keeps a stream at risk for good from starving new turns.
+    - Gated: while a reply playing here is about to run dry (P <= `gate_buffer_ms`),
+      first-audio requests with telemetry sit the round out, each at most
+      `first_audio_gate_ms` from its `ready_since`: a reply started is one the stage must
+      then sustain, and starting more than it sustains makes every one of them run dry
+      (a burst of new turns served first audio together:
+      benchmarks/log/2026-11-30-decode-reserve-and-gate.md). New replies start as the
+      ones playing recover or end, in waves, as under FCFS; the bound keeps a reply that
+      stays short of audio from starving new turns. Only a nearly dry buffer counts: a
+      reply just started is at risk (its first chunk is short) while the stage sustains it.
     - U2 the rest: highest utility first,
       U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
@@ -210,7 +216,7 @@ class UrgencyPolicy(SchedulingPolicy):
             u2_buffers.append(buffer_ms)
         self.resume_at = resume_at
         num_gated = 0
-        if u0 and len(u1) > num_fallbacks:
+        if u0 and len(u1) > num_fallbacks and min(u0_keys) <= params.gate_buffer_ms:
             u1_keys, u1, num_gated = self._gate(u1_keys, u1, playback, now)
         waiting_here = bool(u0) or len(u1) > num_fallbacks
         self._report(waiting_here, pool_affords)

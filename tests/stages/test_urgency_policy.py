@@ -68,6 +68,8 @@ def ids(requests) -> list[str]:
     ("u1_ms_per_position", -1, "u1_ms_per_position must be a finite number >= 0, got -1"),
     ("pace_kv_share", 0, "pace_kv_share must be a number > 0 (.inf: pace whatever the pool), got 0"),
     ("prefill_patience_ms", -1, "prefill_patience_ms must be a number >= 0 (.inf: wait while any decodes), got -1"),
+    ("first_audio_gate_ms", -1, "first_audio_gate_ms must be a number >= 0 (.inf: no bound), got -1"),
+    ("gate_buffer_ms", 401, "gate_buffer_ms must be a number between 0 and p_safe_ms (400.0), got 401"),
     ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
     ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
 ])
@@ -149,12 +151,29 @@ def test_a_draining_buffer_moves_a_reply_from_u2_to_u0():
     assert policy.counters["u0"] == 1 and policy.counters["u2"] == 1 and policy.counters["u1"] == 2
 
 
+@pytest.mark.parametrize("gate_ms, at_1s, at_2s", [
+    (2000.0, ["r"], ["r", "w"]),        # w waits while r has <= 100 ms to play, at most 2 s from when it became ready
+    (math.inf, ["r"], ["r"]),           # w waits for as long as r is that short
+    (0.0, ["r", "w"], ["r", "w"]),      # never gated
+])
+def test_first_audio_waits_while_a_reply_playing_is_about_to_run_dry_at_most_the_gate(gate_ms, at_1s, at_2s):
+    view = FakeView(r=playing(100.0), w=NOT_STARTED)
+    policy = urgency(view, first_audio_gate_ms=gate_ms)
+    requests = [ready("w", 0.0, since=0.0), ready("r", 1.0, since=0.0)]
+    assert ids(policy.order(requests, now=1.0)) == at_1s
+    assert ids(policy.order(requests, now=2.0)) == at_2s
+    view.states["r"] = playing(101.0)  # at risk, but not about to run dry: first audio is not gated
+    assert ids(policy.order(requests, now=1.0)) == ["r", "w"]
+    view.states["r"] = playing(900.0)  # r out of risk: first audio goes ahead of it again
+    assert ids(policy.order(requests, now=2.5)) == ["w", "r"]
+
+
 def test_the_buffer_is_the_states_own_buffer_ms():
     at_safe = PlaybackState(True, drained_at=1.25, queued_ms=150.0)  # at t=1: 250 ms left to play + 150 queued
     above = PlaybackState(True, drained_at=1.25, queued_ms=150.5)
     at_max = PlaybackState(True, drained_at=0.5, queued_ms=4000.0)  # delivered audio ran out: the queue alone
     assert [s.buffer_ms(1.0) for s in (at_safe, above, at_max)] == [400.0, 400.5, 4000.0]
-    policy = urgency(FakeView(at_safe=at_safe, above=above, at_max=at_max, w=NOT_STARTED))
+    policy = urgency(FakeView(at_safe=at_safe, above=above, at_max=at_max, w=NOT_STARTED), first_audio_gate_ms=0)
     requests = [ready(rid, 0.0, since=0.0) for rid in ("at_max", "above", "w", "at_safe")]
     assert ids(policy.order(requests, now=1.0)) == ["at_safe", "w", "above"]  # U0, U1, U2; at_max held
 
@@ -191,9 +210,10 @@ def test_requests_without_telemetry_are_ordered_by_ready_age_among_u1_and_counte
     policy = urgency(view)
     requests = [ready("w", 0.0, since=0.0), ready("y", 0.0, since=2.0), ready("x", 0.0, since=1.0),
                 ready("z", 0.0, since=0.5), ready("r", 0.0, since=0.0)]
-    # r at risk; then z (since 0.5), x (no telemetry, since 1.0), y (since 2.0); w is U2.
-    assert ids(policy.order(requests, now=3.0)) == ["r", "z", "x", "y", "w"]
-    assert policy.counters["fallbacks"] == 1 and policy.counters["u1"] == 2
+    # r at risk; then z (since 0.5), x (no telemetry, since 1.0); w is U2. y, ready 1 s ago, waits while r is at
+    # risk (z has waited past the gate's 2 s; x, without telemetry, is never gated).
+    assert ids(policy.order(requests, now=3.0)) == ["r", "z", "x", "w"]
+    assert policy.counters["fallbacks"] == 1 and policy.counters["u1"] == 1 and policy.counters["gated"] == 1
 
 
 def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
@@ -202,7 +222,8 @@ def test_without_a_view_every_request_is_a_fallback_in_ready_age_order():
     assert ids(policy.order(requests, now=5.0)) == ["early", "mid", "late"]
     assert ids(policy.order(requests, now=6.0)) == ["early", "mid", "late"]
     assert policy.counters == {
-        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "speculative": 0, "held": 0, "yielded": 0}
+        "rounds": 2, "u0": 0, "u1": 0, "u2": 0, "fallbacks": 6, "speculative": 0, "held": 0, "yielded": 0,
+        "gated": 0}
 
 
 # ---------------------------------------------------------------- the scheduler under urgency and fcfs
@@ -222,7 +243,7 @@ def test_first_audio_goes_ahead_of_long_buffers_under_a_tight_token_budget(polic
     assert scheduler.requests[left_out].status is RequestStatus.WAITING
 
 
-@pytest.mark.parametrize("policy, expected", [("urgency", ["d", "c"]), ("fcfs", ["a", "b"])])
+@pytest.mark.parametrize("policy, expected", [("urgency", ["d", "b"]), ("fcfs", ["a", "b"])])  # c: d is at risk
 def test_max_num_seqs_admits_the_most_urgent_and_the_rest_wait(policy, expected):
     view = FakeView(a=playing(1500.0), b=playing(900.0), c=NOT_STARTED, d=playing(100.0))
     scheduler, runner, _ = make_scheduler(max_seqs=2, view=view, policy=policy)
@@ -493,7 +514,7 @@ def test_a_scheduler_yielding_its_device_plans_nothing_and_keeps_its_requests(po
 
 def test_stage_status_exposes_the_policy_counters():
     view = FakeView(a=NOT_STARTED, b=playing(100.0))
-    scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
+    scheduler, runner, kv = make_scheduler(view=view, policy="urgency", params=UrgencyParams(first_audio_gate_ms=0))
     engine = StageEngine("thinker", scheduler, runner, lambda outputs: None)
     scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=1))
     scheduler.add(thinker("b", 0.0, [3, 4], max_tokens=1))
@@ -501,7 +522,8 @@ def test_stage_status_exposes_the_policy_counters():
     engine.step()
     engine.step()  # nothing is ready: no round for the policy
     assert engine.status().policy_counters == {
-        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "speculative": 0, "held": 0, "yielded": 0}
+        "rounds": 1, "u0": 1, "u1": 1, "u2": 0, "fallbacks": 1, "speculative": 0, "held": 0, "yielded": 0,
+        "gated": 0}
     fcfs, fcfs_runner, _ = make_scheduler()
     assert StageEngine("thinker", fcfs, fcfs_runner, lambda outputs: None).status().policy_counters == {}
 

@@ -3,7 +3,7 @@
 
 const EVERY_MS = Number(document.body.dataset.everyMs) || 1000;
 const KEEP = 300;  // samples kept per chart (the feed keeps 5 minutes, one a second)
-const CLASSES = ["u0", "u1", "u2", "fallbacks", "speculative", "held", "yielded"];
+const CLASSES = ["u0", "u1", "u2", "fallbacks", "speculative", "held", "yielded", "gated"];
 const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
 const history = {seq: 0, t: [], columns: {}};
