@@ -35,7 +35,7 @@ class UrgencyParams:
     ready, then preempts as FCFS's do (.inf: it waits while any decodes). While a reply
     playing at the stage has at most `gate_buffer_ms` (<= p_safe_ms) left to play,
     first-audio requests wait, each at most `first_audio_gate_ms` from when it became
-    ready (0: never; .inf: for as long as that lasts).
+    ready (0, the default: never; .inf: for as long as that lasts).
     """
 
     p_safe_ms: float = 400.0
@@ -48,7 +48,7 @@ class UrgencyParams:
     u1_ms_per_position: float = 1.0
     u1_max_pass_ms: float = 500.0
     prefill_patience_ms: float = 500.0
-    first_audio_gate_ms: float = 2000.0
+    first_audio_gate_ms: float = 0.0
     gate_buffer_ms: float = 100.0
 
     def __post_init__(self) -> None:
@@ -92,15 +92,17 @@ class UrgencyPolicy(SchedulingPolicy):
       only U0 requests and first-audio requests that became ready at most
       `u1_max_pass_ms` after it, so none starves, and what it waits for beyond FCFS's
       order is the work of turns that began within that bound of its own.
-    - Gated: while a reply playing here is about to run dry (P <= `gate_buffer_ms`),
-      first-audio requests with telemetry sit the round out, each at most
-      `first_audio_gate_ms` from its `ready_since`: a reply started is one the stage must
+    - Gated (with `first_audio_gate_ms` > 0; off by default): while a reply playing here
+      is about to run dry (P <= `gate_buffer_ms`), first-audio requests with telemetry
+      sit the round out, each at most `first_audio_gate_ms` from its `ready_since`: a reply started is one the stage must
       then sustain, and starting more than it sustains makes every one of them run dry
       (a burst of new turns served first audio together:
       benchmarks/log/2026-11-30-decode-reserve-and-gate.md). New replies start as the
       ones playing recover or end, in waves, as under FCFS; the bound keeps a reply that
       stays short of audio from starving new turns. Only a nearly dry buffer counts: a
       reply just started is at risk (its first chunk is short) while the stage sustains it.
+      Off by default: it trades first audio for continuity, and on a fresh grid it gave
+      up more of the first than the second was worth (the same log).
     - U2 the rest: highest utility first,
       U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy

@@ -100,7 +100,7 @@ def test_classes_split_at_p_safe_and_the_started_flag():
     view = FakeView(at_safe=playing(400.0), above_safe=playing(400.5), empty=playing(0.0),
                     waiting=PlaybackState(started=False, drained_at=0.0, queued_ms=0.0),
                     long=playing(1999.0), past_max=playing(2000.0))
-    policy = urgency(view, first_audio_gate_ms=0)  # first audio not gated behind U0 (see the gate's tests)
+    policy = urgency(view)
     requests = [ready(rid, float(i), since=0.0) for i, rid in
                 enumerate(["past_max", "long", "above_safe", "waiting", "at_safe", "empty"])]
     # U0 by smallest P (empty 0 ms, at_safe 400 ms), U1 (waiting), U2 (above_safe); past_max (P = p_max)
@@ -173,7 +173,7 @@ def test_the_buffer_is_the_states_own_buffer_ms():
     above = PlaybackState(True, drained_at=1.25, queued_ms=150.5)
     at_max = PlaybackState(True, drained_at=0.5, queued_ms=4000.0)  # delivered audio ran out: the queue alone
     assert [s.buffer_ms(1.0) for s in (at_safe, above, at_max)] == [400.0, 400.5, 4000.0]
-    policy = urgency(FakeView(at_safe=at_safe, above=above, at_max=at_max, w=NOT_STARTED), first_audio_gate_ms=0)
+    policy = urgency(FakeView(at_safe=at_safe, above=above, at_max=at_max, w=NOT_STARTED))
     requests = [ready(rid, 0.0, since=0.0) for rid in ("at_max", "above", "w", "at_safe")]
     assert ids(policy.order(requests, now=1.0)) == ["at_safe", "w", "above"]  # U0, U1, U2; at_max held
 
@@ -207,7 +207,7 @@ def test_without_kv_u2_goes_by_buffer_alone():
 
 def test_requests_without_telemetry_are_ordered_by_ready_age_among_u1_and_counted():
     view = FakeView(y=NOT_STARTED, z=NOT_STARTED, w=playing(900.0), r=playing(100.0))
-    policy = urgency(view)
+    policy = urgency(view, first_audio_gate_ms=2000)
     requests = [ready("w", 0.0, since=0.0), ready("y", 0.0, since=2.0), ready("x", 0.0, since=1.0),
                 ready("z", 0.0, since=0.5), ready("r", 0.0, since=0.0)]
     # r at risk; then z (since 0.5), x (no telemetry, since 1.0); w is U2. y, ready 1 s ago, waits while r is at
@@ -243,7 +243,7 @@ def test_first_audio_goes_ahead_of_long_buffers_under_a_tight_token_budget(polic
     assert scheduler.requests[left_out].status is RequestStatus.WAITING
 
 
-@pytest.mark.parametrize("policy, expected", [("urgency", ["d", "b"]), ("fcfs", ["a", "b"])])  # c: d is at risk
+@pytest.mark.parametrize("policy, expected", [("urgency", ["d", "c"]), ("fcfs", ["a", "b"])])
 def test_max_num_seqs_admits_the_most_urgent_and_the_rest_wait(policy, expected):
     view = FakeView(a=playing(1500.0), b=playing(900.0), c=NOT_STARTED, d=playing(100.0))
     scheduler, runner, _ = make_scheduler(max_seqs=2, view=view, policy=policy)
@@ -514,7 +514,7 @@ def test_a_scheduler_yielding_its_device_plans_nothing_and_keeps_its_requests(po
 
 def test_stage_status_exposes_the_policy_counters():
     view = FakeView(a=NOT_STARTED, b=playing(100.0))
-    scheduler, runner, kv = make_scheduler(view=view, policy="urgency", params=UrgencyParams(first_audio_gate_ms=0))
+    scheduler, runner, kv = make_scheduler(view=view, policy="urgency")
     engine = StageEngine("thinker", scheduler, runner, lambda outputs: None)
     scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=1))
     scheduler.add(thinker("b", 0.0, [3, 4], max_tokens=1))

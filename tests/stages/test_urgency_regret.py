@@ -44,7 +44,7 @@ def test_no_first_audio_request_is_passed_by_a_later_one_beyond_the_bound(bound_
     for _ in range(500):
         now = rng.uniform(3, 100)
         view, requests = adversarial_queue(rng, now)
-        ordered = urgency(view, u1_max_pass_ms=bound_ms).order(requests, now)
+        ordered = urgency(view, u1_max_pass_ms=bound_ms, first_audio_gate_ms=2000.0).order(requests, now)
         at_risk = {r.request_id for r in requests if _is_at_risk(view.playback(r.request_id), now)}
         for position, request in enumerate(ordered):
             state = view.playback(request.request_id)
