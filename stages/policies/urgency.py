@@ -94,15 +94,15 @@ class UrgencyPolicy(SchedulingPolicy):
       order is the work of turns that began within that bound of its own.
     - Gated (with `first_audio_gate_ms` > 0; off by default): while a reply playing here
       is about to run dry (P <= `gate_buffer_ms`), first-audio requests with telemetry
-      sit the round out, each at most `first_audio_gate_ms` from its `ready_since`: a reply started is one the stage must
-      then sustain, and starting more than it sustains makes every one of them run dry
-      (a burst of new turns served first audio together:
-      benchmarks/log/2026-11-30-decode-reserve-and-gate.md). New replies start as the
-      ones playing recover or end, in waves, as under FCFS; the bound keeps a reply that
-      stays short of audio from starving new turns. Only a nearly dry buffer counts: a
-      reply just started is at risk (its first chunk is short) while the stage sustains it.
-      Off by default: it trades first audio for continuity, and on a fresh grid it gave
-      up more of the first than the second was worth (the same log).
+      sit the round out, each at most `first_audio_gate_ms` from its `ready_since`: a
+      reply started is one the stage must then sustain, and starting more than it
+      sustains makes every one of them run dry (a burst of new turns served first audio
+      together: benchmarks/log/2026-11-30-decode-reserve-and-gate.md). New replies start
+      as the ones playing recover or end, in waves, as under FCFS; the bound keeps a reply
+      that stays short of audio from starving new turns. Only a nearly dry buffer counts:
+      a reply just started is at risk (its first chunk is short) while the stage sustains
+      it. Off by default: it trades first audio for continuity, and on a fresh grid it
+      gave up more of the first than the second was worth (the same log).
     - U2 the rest: highest utility first,
       U = beta * K * R_occ - alpha * max(0, P - p_safe_ms) / p_safe_ms,
       K the KV blocks the request holds at this stage, R_occ the stage's KV occupancy
@@ -218,7 +218,7 @@ class UrgencyPolicy(SchedulingPolicy):
             u2_buffers.append(buffer_ms)
         self.resume_at = resume_at
         num_gated = 0
-        if u0 and len(u1) > num_fallbacks and min(u0_keys) <= params.gate_buffer_ms:
+        if params.first_audio_gate_ms and u0 and len(u1) > num_fallbacks and min(u0_keys) <= params.gate_buffer_ms:
             u1_keys, u1, num_gated = self._gate(u1_keys, u1, playback, now)
         waiting_here = bool(u0) or len(u1) > num_fallbacks
         self._report(waiting_here, pool_affords)
