@@ -59,13 +59,13 @@ class BatchPlanner:
         running = RequestStatus.RUNNING
         grows = {r.request_id: self.residency.blocks_to_grow(r) for r in ordered if r.status is running}
         self._growth, self._admitted = sum(grows.values()), len(grows)
-        decoders_left = sum(map(_is_decoding, ordered)) if self.decode_reserve else 0
+        decoders_left = sum(r.is_decoding for r in ordered) if self.decode_reserve else 0
         for request in ordered:
             if budget == 0 or len(plan.chunks) >= self.config.max_num_seqs:
                 break
             self._growth -= grows.get(request.request_id, 0)
             reserve = 0
-            if decoders_left and _is_decoding(request):
+            if decoders_left and request.is_decoding:
                 decoders_left -= 1
             elif decoders_left:
                 reserve = min(decoders_left, self.config.max_num_seqs - len(plan.chunks) - 1)
@@ -119,7 +119,3 @@ class BatchPlanner:
         self.residency.reserve(request, end)
         return True
 
-
-def _is_decoding(request: StageRequest) -> bool:
-    """An admitted request whose next chunk is one position: a reply decoding."""
-    return request.status is RequestStatus.RUNNING and request.num_pending == 1

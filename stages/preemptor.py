@@ -72,8 +72,7 @@ class Preemptor:
 
     def _may_take_active(self, request: StageRequest, ordered: list[StageRequest], plan: SchedulerPlan,
                          idle_only: bool) -> bool:
-        running = RequestStatus.RUNNING
-        if idle_only or request.status is not running:
+        if idle_only or request.status is not RequestStatus.RUNNING:
             return False
         if request.num_pending <= 1 or not self._is_patient(request, plan.now):
             return True
@@ -82,7 +81,7 @@ class Preemptor:
         for r in ordered:
             if r is request:
                 still_to_plan = True
-            elif r.status is running and r.num_pending == 1 and (
+            elif r.is_decoding and (
                     r.request_id in planned or (still_to_plan and not self.residency.is_stranded(r.request_id))):
                 return False
         return True

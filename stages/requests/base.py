@@ -110,6 +110,11 @@ class StageRequest(ABC):
     def is_speculative(self) -> bool:
         return False
 
+    @property
+    def is_decoding(self) -> bool:
+        """Admitted, with one position to compute next: a reply decoding."""
+        return self.status is RequestStatus.RUNNING and self.num_pending == 1
+
     def speech_paused(self) -> None:
         pass
 
