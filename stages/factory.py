@@ -90,7 +90,8 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
     if spec.window is not None and spec.window.history is not None:
         add_history(model, spec.seed, spec.checkpoint)
     model.to(spec.device, DTYPES[spec.dtype])
-    pack_linears(model, DTYPES[spec.linear_dtype or spec.dtype])
+    linear_dtype = spec.linear_dtype or spec.dtype
+    pack_linears(model, DTYPES.get(linear_dtype), int4=linear_dtype == "int4")
     return model.eval()
 
 

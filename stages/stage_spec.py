@@ -23,7 +23,7 @@ from stages.validation import require_number, require_positive_ints
 from stages.vllm_backend.args import CPU_HEAD_SIZES, VllmArgs
 
 KINDS = ("encoder", "thinker", "talker", "vocoder", "asr", "tts")
-LINEAR_DTYPES = ("float32", "bfloat16")  # what oneDNN packs (stages/models/packed_linear.py)
+LINEAR_DTYPES = ("float32", "bfloat16", "int4")  # how linears keep their weights (stages/models/packed_linear.py)
 PACKAGED = {"asr": WhisperConfig, "tts": PiperVoiceConfig}  # kinds whose model ships in an installed package
 BACKENDS = ("native", "vllm")
 CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
@@ -107,7 +107,9 @@ class StageSpec:
     (a config gives float32 on the CPU, where the C kernels compute; bfloat16 there checks a GPU's dtypes).
     `linear_dtype` (native stages on the CPU): the dtype their oneDNN-packed linears keep their weights in and
     multiply in (None: `dtype`); bfloat16 halves the bytes a decode step reads, while norms, attention and KV
-    stay in `dtype`. Where the CPU has no bfloat16 GEMM, the linears stay in `dtype`.
+    stay in `dtype`; int4 packs them in bfloat16 and also keeps 4-bit groups of 32 inputs that steps of up to
+    8 rows (decoding) read instead, a quarter of bfloat16's bytes. An output head keeps `dtype`. Where the CPU
+    has no bfloat16 GEMM, the linears stay in `dtype`.
     """
 
     name: str
@@ -204,7 +206,7 @@ class StageSpec:
             raise ValueError(f"device: stage {self.name!r} ({self.kind}) computes on the CPU in this build")
         if self.linear_dtype is not None and (self.linear_dtype not in LINEAR_DTYPES or self.device != "cpu"
                                               or self.kind in PACKAGED):
-            raise ValueError(f"linear_dtype: stage {self.name} packs its linears in {' or '.join(LINEAR_DTYPES)}, "
+            raise ValueError(f"linear_dtype: stage {self.name} packs its linears in one of {', '.join(LINEAR_DTYPES)}, "
                              f"natively on the CPU only; got {self.linear_dtype!r} ({self.kind} on {self.device})")
 
     def _check_window(self) -> None:

@@ -7,9 +7,17 @@ weights reordered once for the CPU's blocking takes 2.0-2.6 ms at one row agains
 on a larger model it is bound by memory: SmolLM2-135M's weights packed in bfloat16
 (half the bytes; its output head stays float32) cut its decode step from 49 to 36 ms
 on one core here (benchmarks/log/2026-11-30-voice-agent-capacity.md).
+
+Decode steps can read a quarter of those bytes: with `int4`, a linear also keeps its
+weights in 4-bit groups of 32 inputs (each group's minimum and step: GGUF's Q4_1
+blocks, which it holds as the file has them, up to bfloat16 scales), multiplied by
+torch's CPU int4 kernel at up to INT4_MAX_ROWS rows; that kernel's cost grows with
+the rows, so larger steps (prefills) multiply on the bfloat16 packing.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +25,9 @@ from torch import nn
 
 EXPECTED_ROWS = 16
 PACKABLE = (torch.float32, torch.bfloat16)
+INT4_GROUP = 32  # inputs a 4-bit group spans: GGUF's Q4_0/Q4_1 blocks
+INT4_MAX_ROWS = 6  # steps of more rows multiply on the bfloat16 packing: at 8 rows both cost the same here
+INT4_LEVELS = 15
 
 
 def packing_available(weight: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -28,10 +39,52 @@ def packing_available(weight: torch.Tensor, dtype: torch.dtype) -> bool:
     return weight.device.type == "cpu" and weight.dtype in PACKABLE and dtype in PACKABLE
 
 
-def packed_matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ W.T + bias with W packed by oneDNN, in W's packed dtype, returned in x's dtype and shape."""
+def int4_available(weight: torch.Tensor) -> bool:
+    """Whether `weight` (on the CPU) can keep 4-bit groups for torch's int4 kernel, beside a bfloat16 packing."""
+    out_features, in_features = weight.shape
+    return (packing_available(weight, torch.bfloat16) and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu")
+            and in_features % INT4_GROUP == 0 and out_features % INT4_GROUP == 0)
+
+
+@dataclass(frozen=True)
+class Int4Weight:
+    """A weight in 4-bit groups of INT4_GROUP inputs, in torch's CPU int4 layout: each group's values are
+    (q - 8) * step + zero for q in 0..15, with `step` and `zero` in bfloat16 (`scales_and_zeros`, one pair
+    per group and output)."""
+
+    packed: torch.Tensor
+    scales_and_zeros: torch.Tensor
+
+    @staticmethod
+    def quantize(weight: torch.Tensor) -> Int4Weight:
+        """Each group from its minimum to its maximum in 15 steps. Weights on such a grid come back as they were
+        where bfloat16 holds the step and the zero; GGUF's Q4_1 blocks, dequantized, come back to within the
+        bfloat16 rounding of those (their minima and steps are float16)."""
+        out_features, in_features = weight.shape
+        groups = weight.detach().float().reshape(out_features, in_features // INT4_GROUP, INT4_GROUP)
+        low, high = groups.amin(-1), groups.amax(-1)
+        step = ((high - low) / INT4_LEVELS).bfloat16().float()
+        zero = (low + 8 * step).bfloat16().float()
+        levels = ((groups - zero[..., None]) / step.clamp_min(torch.finfo(torch.float32).tiny)[..., None] + 8)
+        levels = levels.round().clamp(0, INT4_LEVELS).to(torch.int32).reshape(out_features, in_features)
+        scales_and_zeros = torch.stack([step, zero], dim=-1).transpose(0, 1).contiguous().bfloat16()
+        return Int4Weight(torch._convert_weight_to_int4pack_for_cpu(levels, 1), scales_and_zeros)
+
+    def matmul(self, rows: torch.Tensor) -> torch.Tensor:
+        """rows @ W.T for bfloat16 `rows` [n, in_features], in bfloat16."""
+        return torch._weight_int4pack_mm_for_cpu(rows.contiguous(), self.packed, INT4_GROUP, self.scales_and_zeros)
+
+
+def packed_matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
+                  int4: Int4Weight | None = None) -> torch.Tensor:
+    """x @ W.T + bias with W packed by oneDNN, in W's packed dtype, returned in x's dtype and shape; on `int4`'s
+    groups instead where given and x has at most INT4_MAX_ROWS rows."""
     rows = x.reshape(-1, x.shape[-1]).to(packed.dtype)
-    out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    if int4 is not None and 0 < len(rows) <= INT4_MAX_ROWS:
+        out = int4.matmul(rows)
+        out = out if bias is None else out + bias
+    else:
+        out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
     return out.to(x.dtype).reshape(*x.shape[:-1], out.shape[-1])
 
 
@@ -48,17 +101,21 @@ class PackedLinear(nn.Linear):
 
     packed_weight: torch.Tensor | None = None
     packed_bias: torch.Tensor | None = None
+    int4_weight: Int4Weight | None = None
 
-    def pack(self, dtype: torch.dtype | None = None) -> None:
-        weight, dtype = self.weight.detach(), dtype or self.weight.dtype
+    def pack(self, dtype: torch.dtype | None = None, int4: bool = False) -> None:
+        """With `int4`, packed in bfloat16 (whatever `dtype`), and in 4-bit groups where its shape allows."""
+        weight = self.weight.detach()
+        dtype = torch.bfloat16 if int4 else dtype or weight.dtype
         if packing_available(weight, dtype):
             self.packed_weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), EXPECTED_ROWS)
             self.packed_bias = None if self.bias is None else self.bias.detach().to(dtype)
+            self.int4_weight = Int4Weight.quantize(weight) if int4 and int4_available(weight) else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed_weight is None:
             return F.linear(x, self.weight, self.bias)
-        return packed_matmul(x, self.packed_weight, self.packed_bias)
+        return packed_matmul(x, self.packed_weight, self.packed_bias, self.int4_weight)
 
 
 class OutputHead(PackedLinear):
@@ -82,33 +139,38 @@ class FusedLinears:
         self.linears = linears
         self.sizes = [linear.out_features for linear in linears]
         self.packed: torch.Tensor | None = None
+        self.int4: Int4Weight | None = None
         self.weight: torch.Tensor | None = None  # the concatenation, where it could not be packed
 
-    def pack(self, dtype: torch.dtype | None = None) -> None:
+    def pack(self, dtype: torch.dtype | None = None, int4: bool = False) -> None:
         with torch.no_grad():
             weight = torch.cat([linear.weight for linear in self.linears])
-        dtype = dtype or weight.dtype
+        dtype = torch.bfloat16 if int4 else dtype or weight.dtype
         if packing_available(weight, dtype):
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), EXPECTED_ROWS)
+            self.int4 = Int4Weight.quantize(weight) if int4 and int4_available(weight) else None
         else:
             self.weight = weight
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.packed is not None:
-            return packed_matmul(x, self.packed, None).split(self.sizes, dim=-1)
+            return packed_matmul(x, self.packed, None, self.int4).split(self.sizes, dim=-1)
         if self.weight is not None:
             return F.linear(x, self.weight).split(self.sizes, dim=-1)
         return tuple(linear(x) for linear in self.linears)
 
 
-def pack_linears(model: nn.Module, dtype: torch.dtype | None = None) -> None:
+def pack_linears(model: nn.Module, dtype: torch.dtype | None = None, int4: bool = False) -> None:
     """Pack every module's FusedLinears and every other PackedLinear, to multiply in `dtype` (None: each
-    weight's own; an OutputHead always in its own), once weights are final. A fused member runs inside its
-    FusedLinears only, so it gets no packed copy of its own (on SmolLM2's thinker, 280 MiB saved)."""
+    weight's own; with `int4`, bfloat16 and 4-bit groups for decode steps; an OutputHead always in its own
+    dtype), once weights are final. A fused member runs inside its FusedLinears only, so it gets no packed
+    copy of its own (on SmolLM2's thinker, 280 MiB saved)."""
     fused = [value for module in model.modules() for value in vars(module).values() if isinstance(value, FusedLinears)]
     members = {id(linear) for group in fused for linear in group.linears}
     for group in fused:
-        group.pack(dtype)
+        group.pack(dtype, int4)
     for module in model.modules():
-        if isinstance(module, PackedLinear) and id(module) not in members:
-            module.pack(None if isinstance(module, OutputHead) else dtype)
+        if isinstance(module, OutputHead):
+            module.pack()
+        elif isinstance(module, PackedLinear) and id(module) not in members:
+            module.pack(dtype, int4)

@@ -1,5 +1,5 @@
 """PackedLinear gives F.linear's numbers packed or not, at any number of rows; packed in bfloat16, a bfloat16
-linear's."""
+linear's; with int4, its 4-bit groups' for decode steps and bfloat16's for larger ones."""
 
 from __future__ import annotations
 
@@ -9,10 +9,20 @@ import torch.nn.functional as F
 
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import MLP
-from stages.models.packed_linear import OutputHead, PackedLinear, pack_linears, packing_available
+from stages.models.packed_linear import (
+    INT4_GROUP,
+    INT4_MAX_ROWS,
+    Int4Weight,
+    OutputHead,
+    PackedLinear,
+    int4_available,
+    pack_linears,
+    packing_available,
+)
 from stages.models.qwen3_omni.moe import SwiGLU
 
 BF16_PACKS = packing_available(torch.zeros(1), torch.bfloat16)
+INT4 = int4_available(torch.zeros(INT4_GROUP, INT4_GROUP))
 
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 7, 8, 64, 300])
@@ -85,3 +95,64 @@ def test_an_output_head_keeps_its_own_dtype_when_the_other_linears_pack_in_bfloa
     assert (model[0].packed_weight.dtype, model[1].packed_weight.dtype) == (torch.bfloat16, torch.float32)
     with torch.inference_mode():
         torch.testing.assert_close(model(x), expected, atol=0.03, rtol=0.01)
+
+
+def q4_1_weight(out_features: int, in_features: int, seed: int) -> torch.Tensor:
+    """Weights as a Q4_1 file holds them: per group of 32 inputs, a minimum plus 0..15 steps (each level used),
+    with a step and a zero (the minimum plus 8 steps) that bfloat16 holds exactly."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = (out_features, in_features // INT4_GROUP, 1)
+    step = (torch.rand(shape, generator=gen) * 0.01 + 0.001).bfloat16().float()
+    zero = (torch.randn(shape, generator=gen) * 0.05).bfloat16().float()
+    levels = torch.randint(0, 16, (*shape[:2], INT4_GROUP), generator=gen)
+    levels[..., 0], levels[..., 1] = 0, 15
+    return (zero + (levels - 8) * step).reshape(out_features, in_features)
+
+
+def int4_read(weight: Int4Weight, in_features: int) -> torch.Tensor:
+    """The weight 4-bit groups hold, read through the int4 kernel one input at a time, [out, in]."""
+    return weight.matmul(torch.eye(in_features, dtype=torch.bfloat16)).float().T
+
+
+@pytest.mark.skipif(not INT4, reason="no int4 kernel or bfloat16 GEMM on this CPU")
+def test_int4_groups_hold_q4_1_weights_as_the_file_has_them():
+    weight = q4_1_weight(64, 96, seed=0)
+    read = int4_read(Int4Weight.quantize(weight), 96)
+    assert torch.equal(read, weight.bfloat16().float())  # the kernel answers in bfloat16
+
+
+@pytest.mark.skipif(not INT4, reason="no int4 kernel or bfloat16 GEMM on this CPU")
+@pytest.mark.parametrize("bias", [False, True])
+def test_int4_decode_steps_read_the_groups_and_larger_steps_the_bfloat16_packing(bias):
+    torch.manual_seed(3)
+    layer = PackedLinear(96, 64, bias=bias)  # weights off any 4-bit grid: the two paths give different numbers
+    grouped = Int4Weight.quantize(layer.weight)
+    plain_bias = None if layer.bias is None else layer.bias.bfloat16().float()
+    pack_linears(torch.nn.Sequential(layer), int4=True)
+    assert layer.int4_weight is not None and layer.packed_weight.dtype == torch.bfloat16
+    for rows in (1, INT4_MAX_ROWS, INT4_MAX_ROWS + 1, 40):
+        x = torch.randn(rows, 96)
+        on_groups = F.linear(x.bfloat16().float(), int4_read(grouped, 96), plain_bias)
+        on_bfloat16 = F.linear(x.bfloat16().float(), layer.weight.bfloat16().float(), plain_bias)
+        with torch.inference_mode():
+            got = layer(x)
+        expected, other = (on_groups, on_bfloat16) if rows <= INT4_MAX_ROWS else (on_bfloat16, on_groups)
+        torch.testing.assert_close(got, expected, atol=0.02, rtol=0.01)
+        assert (got - other).abs().max() > 0.02, rows
+
+
+@pytest.mark.skipif(not INT4, reason="no int4 kernel or bfloat16 GEMM on this CPU")
+def test_int4_packs_fused_groups_and_skips_the_output_head_and_shapes_off_the_groups():
+    config = DecoderConfig(vocab_size=32, hidden_size=64, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=16,
+                           intermediate_size=160)
+    odd = PackedLinear(64, 40)  # 40 outputs: not whole groups
+    model = torch.nn.Sequential(MLP(config), odd, OutputHead(40, 64, bias=False))
+    x = torch.randn(2, 64)
+    expected = model(x)
+    pack_linears(model, int4=True)
+    mlp = model[0]
+    assert mlp.gate_up.int4 is not None and mlp.down_proj.int4_weight is not None
+    assert odd.int4_weight is None and odd.packed_weight.dtype == torch.bfloat16
+    assert model[2].int4_weight is None and model[2].packed_weight.dtype == torch.float32
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), expected, atol=0.05, rtol=0.05)

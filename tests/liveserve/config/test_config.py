@@ -57,9 +57,9 @@ def test_the_lab_config_is_tiny_omni():
         (lambda d: d.update(extra=1), r"extra: unknown field"),
         (lambda d: d["stages"]["talker"].update(threads=0), r"stages\.talker: threads must be a positive integer"),
         (lambda d: d["stages"]["vocoder"].update(threads="two"), r"stages\.vocoder\.threads: expected"),
-        (lambda d: d["stages"]["thinker"].update(linear_dtype="int4"),
-         r"stages\.thinker: linear_dtype: stage thinker packs its linears in float32 or bfloat16, natively on the "
-         r"CPU only; got 'int4'"),
+        (lambda d: d["stages"]["thinker"].update(linear_dtype="int8"),
+         r"stages\.thinker: linear_dtype: stage thinker packs its linears in one of float32, bfloat16, int4, "
+         r"natively on the CPU only; got 'int8'"),
         (lambda d: d["runtime"].update(placement="kubernetes"),
          r"runtime: placement must be one of \('processes', 'threads', 'ray'\), got 'kubernetes'"),
         (lambda d: d["runtime"].update(ray={"address": "auto", "num_gpus": 4}),
