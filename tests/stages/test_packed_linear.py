@@ -54,7 +54,24 @@ def test_fused_linears_pack_on_their_members_device_in_their_dtype():
     pack_linears(mlp)
     assert mlp.gate_up.packed is None and (mlp.gate_up.weight.dtype, mlp.gate_up.weight.device) == (torch.float64,
                                                                                                     x.device)
+    assert mlp.down_proj.weight.shape == (16, 24)  # not packed: its plain weight is what it computes with
     torch.testing.assert_close(mlp(x), expected)
+
+
+def test_a_packed_model_keeps_no_plain_weights_but_its_output_heads_and_its_parameter_names():
+    torch.manual_seed(2)
+    config = DecoderConfig(vocab_size=32, hidden_size=64, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=16,
+                           intermediate_size=160)
+    model = torch.nn.Sequential(MLP(config), OutputHead(64, 40, bias=False))
+    x = torch.randn(3, 64)
+    expected, names = model(x), set(model.state_dict())
+    pack_linears(model)
+    mlp = model[0]
+    for linear in (mlp.gate_proj, mlp.up_proj, mlp.down_proj):
+        assert (linear.weight.numel(), linear.weight.dtype, linear.weight.device) == (0, torch.float32, x.device)
+    assert model[1].weight.shape == (40, 64) and set(model.state_dict()) == names
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), expected, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.skipif(not BF16_PACKS, reason="this CPU has no bfloat16 GEMM in oneDNN")
@@ -126,14 +143,14 @@ def test_int4_groups_hold_q4_1_weights_as_the_file_has_them():
 def test_int4_decode_steps_read_the_groups_and_larger_steps_the_bfloat16_packing(bias):
     torch.manual_seed(3)
     layer = PackedLinear(96, 64, bias=bias)  # weights off any 4-bit grid: the two paths give different numbers
-    grouped = Int4Weight.quantize(layer.weight)
+    grouped, rounded = Int4Weight.quantize(layer.weight), layer.weight.detach().bfloat16().float()
     plain_bias = None if layer.bias is None else layer.bias.bfloat16().float()
     pack_linears(torch.nn.Sequential(layer), int4=True)
     assert layer.int4_weight is not None and layer.packed_weight.dtype == torch.bfloat16
     for rows in (1, INT4_MAX_ROWS, INT4_MAX_ROWS + 1, 40):
         x = torch.randn(rows, 96)
         on_groups = F.linear(x.bfloat16().float(), int4_read(grouped, 96), plain_bias)
-        on_bfloat16 = F.linear(x.bfloat16().float(), layer.weight.bfloat16().float(), plain_bias)
+        on_bfloat16 = F.linear(x.bfloat16().float(), rounded, plain_bias)
         with torch.inference_mode():
             got = layer(x)
         expected, other = (on_groups, on_bfloat16) if rows <= INT4_MAX_ROWS else (on_bfloat16, on_groups)
