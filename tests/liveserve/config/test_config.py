@@ -25,7 +25,7 @@ def test_the_embedded_default_is_the_voice_agent_with_liveserves_policies():
     assert {spec.scheduler.policy for spec in pipeline.stages} == {"urgency"}
     assert (pipeline.thinker.kv.eviction, pipeline.thinker.kv.preload) == ("next_use", True)
     assert pipeline.thinker.kv.host_blocks > 0
-    assert (pipeline.thinker.linear_dtype, pipeline.thinker.dtype) == ("bfloat16", "float32")
+    assert (pipeline.thinker.linear_dtype, pipeline.thinker.dtype, pipeline.thinker.threads) == ("int4", "float32", 1)
 
 
 def test_the_lab_config_is_tiny_omni():
