@@ -108,8 +108,8 @@ class StageSpec:
     `linear_dtype` (native stages on the CPU): the dtype their oneDNN-packed linears keep their weights in and
     multiply in (None: `dtype`); bfloat16 halves the bytes a decode step reads, while norms, attention and KV
     stay in `dtype`; int4 packs them in bfloat16 and also keeps 4-bit groups of 32 inputs that steps of up to
-    8 rows (decoding) read instead, a quarter of bfloat16's bytes. An output head keeps `dtype`. Where the CPU
-    has no bfloat16 GEMM, the linears stay in `dtype`.
+    6 rows (decoding) read instead, a quarter of bfloat16's bytes. An output head gives its highest logits in
+    `dtype` (OutputHead). Where the CPU has no bfloat16 GEMM, the linears stay in `dtype`.
     """
 
     name: str

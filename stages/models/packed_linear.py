@@ -28,6 +28,7 @@ PACKABLE = (torch.float32, torch.bfloat16)
 INT4_GROUP = 32  # inputs a 4-bit group spans: GGUF's Q4_0/Q4_1 blocks
 INT4_MAX_ROWS = 6  # steps of more rows multiply on the bfloat16 packing: at 8 rows both cost the same here
 INT4_LEVELS = 15
+RESCORED = 128  # per row, the highest logits an OutputHead packed in bfloat16 computes again in float32
 
 
 def packing_available(weight: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -119,10 +120,32 @@ class PackedLinear(nn.Linear):
 
 
 class OutputHead(PackedLinear):
-    """A model's output head (logits over a vocabulary): pack_linears packs it in its weight's own dtype
-    whatever dtype the other linears get. Its logits are read exactly, divided by a sampler's temperature:
-    rounded to bfloat16 (steps of 0.125 at 16-32), SmolLM2-135M at temperature 0.2 answered "What is the
-    capital of France?" with "L'Etoile (The Lion) is the capital of France" instead of Paris."""
+    """A model's output head (logits over a vocabulary). Its logits are read exactly, divided by a sampler's
+    temperature: rounded to bfloat16 (steps of 0.125 at 16-32), SmolLM2-135M at temperature 0.2 answered "What
+    is the capital of France?" with "L'Etoile (The Lion) is the capital of France" instead of Paris.
+
+    So packed beside bfloat16 (or int4) linears, a float32 head packs in bfloat16 for a first pass only: the
+    RESCORED highest logits of each row are computed again from its plain weight, and come out as a float32
+    head gives them (argmax and top-k sampling up to that k read only those); the others stay rounded. Packed
+    in any other dtype, or with at most RESCORED outputs, it packs in its weight's own."""
+
+    rescored = False
+
+    def pack(self, dtype: torch.dtype | None = None, int4: bool = False) -> None:
+        rescore = ((int4 or dtype == torch.bfloat16) and self.weight.dtype == torch.float32
+                   and self.out_features > RESCORED)
+        super().pack(torch.bfloat16 if rescore else None)
+        self.rescored = rescore and self.packed_weight is not None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(x)
+        if not self.rescored:
+            return logits
+        rows, first = x.reshape(-1, x.shape[-1]), logits.reshape(-1, logits.shape[-1])
+        top = first.topk(RESCORED, dim=-1).indices
+        exact = torch.bmm(self.weight[top], rows.unsqueeze(-1)).squeeze(-1)
+        exact = exact if self.bias is None else exact + self.bias[top]
+        return first.scatter(-1, top, exact).reshape(logits.shape)
 
 
 class FusedLinears:
@@ -162,8 +185,8 @@ class FusedLinears:
 
 def pack_linears(model: nn.Module, dtype: torch.dtype | None = None, int4: bool = False) -> None:
     """Pack every module's FusedLinears and every other PackedLinear, to multiply in `dtype` (None: each
-    weight's own; with `int4`, bfloat16 and 4-bit groups for decode steps; an OutputHead always in its own
-    dtype), once weights are final. A fused member runs inside its FusedLinears only, so it gets no packed
+    weight's own; with `int4`, bfloat16 and 4-bit groups for decode steps; an OutputHead as its docstring
+    says), once weights are final. A fused member runs inside its FusedLinears only, so it gets no packed
     copy of its own (on SmolLM2's thinker, 280 MiB saved).
 
     Contract: the model computes on its packed weights from now on, so every linear packed here (but an
@@ -178,7 +201,7 @@ def pack_linears(model: nn.Module, dtype: torch.dtype | None = None, int4: bool 
         packed += group.linears if group.packed is not None else []
     for module in model.modules():
         if isinstance(module, OutputHead):
-            module.pack()
+            module.pack(dtype, int4)
         elif isinstance(module, PackedLinear) and id(module) not in members:
             module.pack(dtype, int4)
             packed += [module] if module.packed_weight is not None else []

@@ -11,6 +11,7 @@ from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import MLP
 from stages.models.packed_linear import (
     INT4_GROUP,
+    RESCORED,
     INT4_MAX_ROWS,
     Int4Weight,
     OutputHead,
@@ -104,14 +105,35 @@ def test_fused_linears_packed_in_bfloat16_keep_no_plain_copy_of_their_concatenat
 
 
 @pytest.mark.skipif(not BF16_PACKS, reason="this CPU has no bfloat16 GEMM in oneDNN")
-def test_an_output_head_keeps_its_own_dtype_when_the_other_linears_pack_in_bfloat16():
-    model = torch.nn.Sequential(PackedLinear(16, 16), OutputHead(16, 40, bias=False))
-    x = torch.randn(3, 16)
-    expected = model[1](model[0](x).bfloat16().float())
-    pack_linears(model, torch.bfloat16)
-    assert (model[0].packed_weight.dtype, model[1].packed_weight.dtype) == (torch.bfloat16, torch.float32)
+@pytest.mark.parametrize("int4", [False, True])
+def test_an_output_head_beside_bfloat16_linears_gives_its_highest_logits_as_float32_does(int4):
+    torch.manual_seed(4)
+    head = OutputHead(64, 1000, bias=False)
+    model = torch.nn.Sequential(PackedLinear(64, 64), head)
+    x = torch.randn(5, 64)
     with torch.inference_mode():
-        torch.testing.assert_close(model(x), expected, atol=0.03, rtol=0.01)
+        hidden = model[0](x)
+    pack_linears(model, torch.bfloat16, int4=int4)
+    assert head.rescored and head.packed_weight.dtype == torch.bfloat16
+    with torch.inference_mode():
+        got, exact = head(hidden), F.linear(hidden, head.weight)
+    top = exact.topk(RESCORED, dim=-1)
+    torch.testing.assert_close(got.gather(-1, top.indices), top.values, atol=1e-5, rtol=1e-5)
+    assert torch.equal(got.argmax(-1), exact.argmax(-1))
+    rounded = torch.ones_like(got, dtype=torch.bool).scatter(-1, got.topk(RESCORED, dim=-1).indices, False)
+    assert not torch.equal(got[rounded], exact[rounded])  # the rest are the bfloat16 pass's
+    torch.testing.assert_close(got[rounded], exact[rounded], atol=0.05, rtol=0.02)
+
+
+def test_an_output_head_packed_in_float32_is_exact_everywhere():
+    torch.manual_seed(5)
+    head = OutputHead(64, 1000, bias=True)
+    x = torch.randn(3, 64)
+    expected = F.linear(x, head.weight, head.bias)
+    pack_linears(torch.nn.Sequential(head))
+    assert not head.rescored
+    with torch.inference_mode():
+        torch.testing.assert_close(head(x), expected, atol=1e-4, rtol=1e-4)
 
 
 def q4_1_weight(out_features: int, in_features: int, seed: int) -> torch.Tensor:
