@@ -1,18 +1,20 @@
-"""nn.Linear that runs on oneDNN with pre-packed weights, in float32 or bfloat16.
+"""nn.Linear that runs on oneDNN with pre-packed weights, in float32 or bfloat16, and on 4-bit groups.
 
 On CPU, PyTorch's default GEMM is slow for the skinny shapes of decoding: over a
 whole tiny-omni thinker step (17 linears, weights cold in cache), oneDNN with
 weights reordered once for the CPU's blocking takes 2.0-2.6 ms at one row against
 3.7-4.2 ms, and 2-3x less at 2-64 rows. A decode step reads every weight once, so
 on a larger model it is bound by memory: SmolLM2-135M's weights packed in bfloat16
-(half the bytes; its output head stays float32) cut its decode step from 49 to 36 ms
+(half the bytes; its output head in float32) cut its decode step from 49 to 36 ms
 on one core here (benchmarks/log/2026-11-30-voice-agent-capacity.md).
 
 Decode steps can read a quarter of those bytes: with `int4`, a linear also keeps its
 weights in 4-bit groups of 32 inputs (each group's minimum and step: GGUF's Q4_1
 blocks, which it holds as the file has them, up to bfloat16 scales), multiplied by
 torch's CPU int4 kernel at up to INT4_MAX_ROWS rows; that kernel's cost grows with
-the rows, so larger steps (prefills) multiply on the bfloat16 packing.
+the rows, so larger steps (prefills) multiply on the bfloat16 packing. That cut the
+step to 20 ms on one core, 17-19 ms with the output head's highest logits rescored
+(OutputHead; benchmarks/log/2026-11-30-int4-thinker.md).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import MLP
 from stages.models.packed_linear import (
     INT4_GROUP,
-    RESCORED,
     INT4_MAX_ROWS,
+    RESCORED,
     Int4Weight,
     OutputHead,
     PackedLinear,
