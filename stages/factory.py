@@ -90,8 +90,8 @@ def build_model(spec: StageSpec) -> torch.nn.Module:
     if spec.window is not None and spec.window.history is not None:
         add_history(model, spec.seed, spec.checkpoint)
     model.to(spec.device, DTYPES[spec.dtype])
-    linear_dtype = spec.linear_dtype or spec.dtype
-    pack_linears(model, DTYPES.get(linear_dtype), int4=linear_dtype == "int4")
+    int4 = spec.linear_dtype == "int4"
+    pack_linears(model, None if int4 else DTYPES[spec.linear_dtype or spec.dtype], int4=int4)
     return model.eval()
 
 

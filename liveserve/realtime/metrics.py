@@ -78,7 +78,7 @@ class SchedulerCollector(Collector):
             "liveserve_scheduler_requests", "Ready requests per policy class, summed over rounds (urgency: u0 "
             "playback at risk, u1 no first audio yet, u2 the rest, fallbacks without telemetry, speculative work no "
             "one waits for yet, held past p_max, yielded past p_yield while a listener waited at a stage on the same "
-            "device, gated: first audio waiting while a reply playing is at risk)",
+            "device, gated: first audio waiting while a reply playing is about to run dry)",
             labels=["stage", "class"])
         for s in self.statuses():
             for name, value in s.policy_counters.items():

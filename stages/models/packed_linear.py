@@ -78,6 +78,17 @@ class Int4Weight:
         return torch._weight_int4pack_mm_for_cpu(rows.contiguous(), self.packed, INT4_GROUP, self.scales_and_zeros)
 
 
+def pack_weight(weight: torch.Tensor, dtype: torch.dtype | None,
+                int4: bool) -> tuple[torch.Tensor, Int4Weight | None] | None:
+    """`weight` packed by oneDNN to multiply in `dtype` (None: its own; bfloat16 with `int4`), and its 4-bit groups
+    with `int4` where its shape allows; None where oneDNN cannot pack it."""
+    dtype = torch.bfloat16 if int4 else dtype or weight.dtype
+    if not packing_available(weight, dtype):
+        return None
+    groups = Int4Weight.quantize(weight) if int4 and int4_available(weight) else None
+    return torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), EXPECTED_ROWS), groups
+
+
 def packed_matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
                   int4: Int4Weight | None = None) -> torch.Tensor:
     """x @ W.T + bias with W packed by oneDNN, in W's packed dtype, returned in x's dtype and shape; on `int4`'s
@@ -108,12 +119,10 @@ class PackedLinear(nn.Linear):
 
     def pack(self, dtype: torch.dtype | None = None, int4: bool = False) -> None:
         """With `int4`, packed in bfloat16 (whatever `dtype`), and in 4-bit groups where its shape allows."""
-        weight = self.weight.detach()
-        dtype = torch.bfloat16 if int4 else dtype or weight.dtype
-        if packing_available(weight, dtype):
-            self.packed_weight = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), EXPECTED_ROWS)
-            self.packed_bias = None if self.bias is None else self.bias.detach().to(dtype)
-            self.int4_weight = Int4Weight.quantize(weight) if int4 and int4_available(weight) else None
+        packing = pack_weight(self.weight.detach(), dtype, int4)
+        if packing is not None:
+            self.packed_weight, self.int4_weight = packing
+            self.packed_bias = None if self.bias is None else self.bias.detach().to(self.packed_weight.dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed_weight is None:
@@ -170,12 +179,11 @@ class FusedLinears:
     def pack(self, dtype: torch.dtype | None = None, int4: bool = False) -> None:
         with torch.no_grad():
             weight = torch.cat([linear.weight for linear in self.linears])
-        dtype = torch.bfloat16 if int4 else dtype or weight.dtype
-        if packing_available(weight, dtype):
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), EXPECTED_ROWS)
-            self.int4 = Int4Weight.quantize(weight) if int4 and int4_available(weight) else None
-        else:
+        packing = pack_weight(weight, dtype, int4)
+        if packing is None:
             self.weight = weight
+        else:
+            self.packed, self.int4 = packing
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.packed is not None:
@@ -202,10 +210,8 @@ def pack_linears(model: nn.Module, dtype: torch.dtype | None = None, int4: bool 
         group.pack(dtype, int4)
         packed += group.linears if group.packed is not None else []
     for module in model.modules():
-        if isinstance(module, OutputHead):
+        if isinstance(module, PackedLinear) and id(module) not in members:
             module.pack(dtype, int4)
-        elif isinstance(module, PackedLinear) and id(module) not in members:
-            module.pack(dtype, int4)
-            packed += [module] if module.packed_weight is not None else []
+            packed += [module] if module.packed_weight is not None and not isinstance(module, OutputHead) else []
     for linear in packed:
         linear.weight = nn.Parameter(linear.weight.new_empty(0), requires_grad=False)
