@@ -19,8 +19,13 @@ alone (to look at one scenario's steps: `--seed S --only 17 --trace --out ANOTHE
 `--max-requests N` caps each scenario's requests (a quick run, not the grid). `--machines K` runs both
 policies on K draws of the simulated machine's step noise and compares their mean P90s; `--floor` runs FCFS+LRU
 on K more machines, so that each scenario's `floor_ratio` says how far the machine alone moves its P90 (a P90
-over 16 requests on a noisy machine moves far: benchmarks/log/2026-11-30-grid-noise-floor.md). Exit status: 0
-when every criterion holds, 1 when one does not, 2 for bad input.
+over 16 requests on a noisy machine moves far: benchmarks/log/2026-11-30-grid-noise-floor.md).
+`--set KEY.PATH=VALUE` (repeatable) changes the shipped policies' runs only (e.g.
+`--set stages.thinker.scheduler.urgency.pace_kv_share=0.5`): a variant against the same FCFS+LRU, recorded as the
+summary's and each entry's `set`. `--baseline DIR` takes FCFS+LRU's runs and the pools of each scenario from the
+entry of an earlier grid of the same seed in DIR, where it ran on as many machines, and runs only the shipped
+policies (a variant costs a third of a grid); a scenario without such an entry runs whole. Exit status: 0 when
+every criterion holds, 1 when one does not, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ from robustness_scenarios import Scenario, draw_scenarios
 from robustness_summary import error_entry, format_table, parameters, plot_ratios, scenario_entry, summarize
 from robustness_workloads import SHAREGPT_PATH, Workload, sharegpt_pool, write_workload
 
+from liveserve.config.document import Override
+from liveserve.config.reader import ConfigError
+
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
@@ -55,12 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     entries = run_grid(scenarios, workloads, args)
     wall_s = round(time.perf_counter() - started)
-    summary = {"seed": seed, "spec": _shown(args.spec), "workers": args.workers, "wall_s": wall_s,
+    summary = {"seed": seed, "spec": _shown(args.spec), "set": args.set, "workers": args.workers, "wall_s": wall_s,
                **summarize(entries), "scenarios": entries}
     write_summary(args.out, summary)
     print(format_table(summary))
     if args.confirm:
-        summary["confirmations"] = confirm(entries, scenarios, workloads, args.confirm, seed, args.out)
+        summary["confirmations"] = confirm(entries, scenarios, workloads, args.confirm, seed, args.out,
+                                           tuple(args.set))
         write_summary(args.out, summary)
     return 0 if summary["criteria"]["all_hold"] else 1
 
@@ -83,10 +92,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="simulated machines (step noise draws) each policy runs on; ratios of mean P90s")
     parser.add_argument("--floor", action="store_true",
                         help="also run FCFS+LRU on K other machines: each scenario's noise floor")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="a setting of the shipped policies' runs only (repeatable)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="an earlier grid of this seed whose FCFS+LRU runs and pools each scenario reuses")
     args = parser.parse_args(argv)
     for name in ("scenarios", "workers", "max_requests", "machines"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    for text in args.set:
+        try:
+            Override.parse(text)
+        except ConfigError as exc:
+            parser.error(str(exc))
+    if args.baseline is not None and not (args.baseline / "scenarios").is_dir():
+        parser.error(f"--baseline {args.baseline}: no grid there (no scenarios/ folder)")
     return args
 
 
@@ -117,7 +137,7 @@ def run_grid(scenarios: list[Scenario], workloads: dict[int, Workload], args: ar
     entries = {s.index: entry for s in scenarios if (entry := _done(args, s)) is not None}
     todo = [s for s in scenarios if s.index not in entries]
     jobs = [(s, workloads[s.index], args.spec, scenario_dir(args.out, s.index), args.keep_runs, args.trace,
-             args.machines, args.floor) for s in todo]
+             args.machines, args.floor, tuple(args.set), _baseline(args, s)) for s in todo]
     if args.workers == 1:
         results = map(simulate_scenario, *zip(*jobs)) if jobs else []
     else:
@@ -132,23 +152,40 @@ def run_grid(scenarios: list[Scenario], workloads: dict[int, Workload], args: ar
 
 
 def _done(args: argparse.Namespace, scenario: Scenario) -> dict | None:
-    """The entry already in the scenario's folder, if it ran with the same parameters, machines and floor."""
-    path = scenario_dir(args.out, scenario.index) / "entry.json"
-    if not path.is_file():
-        return None
-    entry = json.loads(path.read_text())
-    same = (entry["parameters"] == json.loads(json.dumps(parameters(scenario)))
-            and entry.get("machines", 1) == args.machines and (entry.get("floor_ratio") is not None) == args.floor)
+    """The entry already in the scenario's folder, if it ran with the same parameters, machines, floor and set."""
+    entry = _entry(args.out, scenario)
+    same = (entry is not None and entry.get("machines", 1) == args.machines
+            and (entry.get("floor_ratio") is not None) == args.floor and entry.get("set", []) == args.set)
     return entry if same else None
 
 
+def _baseline(args: argparse.Namespace, scenario: Scenario) -> dict | None:
+    """The scenario's entry in the --baseline grid, if it ran there on as many machines (with its floor if asked)."""
+    if args.baseline is None:
+        return None
+    entry = _entry(args.baseline, scenario)
+    usable = (entry is not None and "error" not in entry and entry.get("machines", 1) == args.machines
+              and (entry.get("floor_ratio") is not None or not args.floor))
+    return entry if usable else None
+
+
+def _entry(out: Path, scenario: Scenario) -> dict | None:
+    """The entry in grid folder `out` of a scenario with these parameters, if there is one."""
+    path = scenario_dir(out, scenario.index) / "entry.json"
+    if not path.is_file():
+        return None
+    entry = json.loads(path.read_text())
+    return entry if entry["parameters"] == json.loads(json.dumps(parameters(scenario))) else None
+
+
 def simulate_scenario(scenario: Scenario, workload: Workload, spec: str, directory: Path, keep: bool,
-                      trace: bool = False, machines: int = 1, floor: bool = False) -> dict:
+                      trace: bool = False, machines: int = 1, floor: bool = False, shipped_set: tuple[str, ...] = (),
+                      baseline: dict | None = None) -> dict:
     """Run one scenario in the simulator and write its entry.json (an error entry if it could not run)."""
     try:
         with quiet_forecast():
             outcome = run_scenario(scenario, workload, spec, directory / "runs" if keep else None,
-                                   directory / "trace" if trace else None, machines, floor)
+                                   directory / "trace" if trace else None, machines, floor, shipped_set, baseline)
         entry = scenario_entry(scenario, outcome)
     except Exception as exc:  # one scenario's failure is a result of the grid, not its end
         entry = error_entry(scenario, f"{type(exc).__name__}: {exc}")

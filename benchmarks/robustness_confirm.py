@@ -33,7 +33,7 @@ def pick(entries: list[dict[str, Any]], k: int, seed: int) -> list[tuple[str, di
 
 
 def confirm(entries: list[dict[str, Any]], scenarios: list[Scenario], workloads: dict[int, Workload], k: int,
-            seed: int, out: Path) -> dict[str, Any]:
+            seed: int, out: Path, shipped_set: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run the picks for real (those not in DIR/confirm.json yet) and return the confirmations' verdict."""
     path = out / "confirm.json"
     done = {c["index"]: c for c in json.loads(path.read_text())} if path.is_file() else {}
@@ -42,7 +42,8 @@ def confirm(entries: list[dict[str, Any]], scenarios: list[Scenario], workloads:
         if entry["index"] not in done:
             scenario = by_index[entry["index"]]
             print(f"confirming scenario {scenario.index} ({reason}) for real", file=sys.stderr, flush=True)
-            done[scenario.index] = confirm_one(scenario, workloads[scenario.index], entry, reason, number % 2 == 1)
+            done[scenario.index] = confirm_one(scenario, workloads[scenario.index], entry, reason, number % 2 == 1,
+                                              shipped_set)
             path.write_text(json.dumps(list(done.values()), indent=1))
     differences = [abs(c["difference"]) for c in done.values() if c["difference"] is not None]
     return {"num_confirmed": len(done), "max_abs_difference": max(differences, default=None),
@@ -50,11 +51,11 @@ def confirm(entries: list[dict[str, Any]], scenarios: list[Scenario], workloads:
 
 
 def confirm_one(scenario: Scenario, workload: Workload, entry: dict[str, Any], reason: str,
-                shipped_first: bool) -> dict[str, Any]:
+                shipped_first: bool, shipped_set: tuple[str, ...] = ()) -> dict[str, Any]:
     started, runs = time.perf_counter(), {}
     for policy in ((SHIPPED, FCFS) if shipped_first else (FCFS, SHIPPED)):
         run_started = time.perf_counter()
-        result = replay(replay_options(scenario, workload, policy, entry["pools"], simulate=None))
+        result = replay(replay_options(scenario, workload, policy, entry["pools"], None, shipped_set))
         runs[policy] = {**run_figures(result), "wall_s": round(time.perf_counter() - run_started, 1)}
     fcfs, shipped = runs[FCFS]["ttfp_p90_ms"], runs[SHIPPED]["ttfp_p90_ms"]
     real = shipped / fcfs if fcfs and shipped is not None else None

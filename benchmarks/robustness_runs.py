@@ -8,6 +8,8 @@ and talker blocks), then both policies run with the share of it (never below the
 Simulated, each policy runs on `machines` draws of the spec's step noise (machine seeds 0, 1, ...: FCFS+LRU
 and the shipped policies meet the same machines), and with `floor` FCFS+LRU runs again on as many other
 machines: how far the P90 of one policy moves from one machine to another, the yardstick for the ratios.
+`shipped_set` (`KEY.PATH=VALUE` texts) changes the shipped policies' runs only: a variant of them against the same
+FCFS+LRU, whose runs may come from an earlier grid's entry (`baseline`) instead of running again.
 """
 
 from __future__ import annotations
@@ -50,12 +52,29 @@ def quiet_forecast():
 
 
 def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None = None,
-                 trace: Path | None = None, machines: int = 1, floor: bool = False) -> dict:
-    """{"pools", "working_set" (None where everything fits), "machines", "runs": {name: figures and `wall_s`}}
-    (see `run_figures`; `run_name` names each policy's run on each machine, the floor's FCFS+LRU runs are on
-    machines `machines` to 2 x `machines` - 1); with `keep`, each run's whole result JSON is written there as
-    NAME.json; with `trace`, each run's step traces (`runtime.trace_dir`) go to `trace`/NAME/."""
-    run = _runner(scenario, workload, simulate, keep, trace)
+                 trace: Path | None = None, machines: int = 1, floor: bool = False,
+                 shipped_set: tuple[str, ...] = (), baseline: dict | None = None) -> dict:
+    """{"pools", "working_set" (None where everything fits), "machines", "set" (`shipped_set`), "runs": {name:
+    figures and `wall_s`}} (see `run_figures`; `run_name` names each policy's run on each machine, the floor's
+    FCFS+LRU runs are on machines `machines` to 2 x `machines` - 1); with `keep`, each run's whole result JSON is
+    written there as NAME.json; with `trace`, each run's step traces (`runtime.trace_dir`) go to `trace`/NAME/.
+    With `baseline` (an earlier outcome of this scenario on as many machines, with the floor's runs where `floor`
+    asks for them), its pools and FCFS+LRU's runs are taken from it, and only the shipped policies run."""
+    run = _runner(scenario, workload, simulate, keep, trace, shipped_set)
+    if baseline is None:
+        runs, working_set, pools = _fcfs_runs(scenario, workload, run, machines, floor)
+    else:
+        kept = {FITS, UNLOADED} | {run_name(FCFS, machine) for machine in range(machines * (2 if floor else 1))}
+        runs = {name: figures for name, figures in baseline["runs"].items() if name in kept}
+        working_set, pools = baseline["working_set"], baseline["pools"]
+    for machine in range(machines):
+        runs[run_name(SHIPPED, machine)] = run(run_name(SHIPPED, machine), SHIPPED, pools, machine)
+    return {"pools": pools, "working_set": working_set, "machines": machines, "set": list(shipped_set), "runs": runs}
+
+
+def _fcfs_runs(scenario: Scenario, workload: Workload, run, machines: int,
+                   floor: bool) -> tuple[dict, dict | None, dict[str, int]]:
+    """FCFS+LRU's runs (sizing the pools, on every machine, the floor's, unloaded), the working set and pools."""
     fits = fits_blocks(workload, scenario.users, scenario.spoken)
     runs, working_set, pools = {}, None, fits
     if scenario.pool_share < 1.0:
@@ -64,11 +83,9 @@ def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, k
         largest = largest_session_blocks(workload, scenario.spoken)
         pools = {stage: max(largest[stage], math.ceil(scenario.pool_share * working_set[stage])) for stage in fits}
     for machine in range(machines * (2 if floor else 1)):
-        policies = (FCFS, SHIPPED) if machine < machines else (FCFS,)
-        for policy in policies:
-            runs[run_name(policy, machine)] = run(run_name(policy, machine), policy, pools, machine)
+        runs[run_name(FCFS, machine)] = run(run_name(FCFS, machine), FCFS, pools, machine)
     runs[UNLOADED] = run(UNLOADED, FCFS, fits)
-    return {"pools": pools, "working_set": working_set, "machines": machines, "runs": runs}
+    return runs, working_set, pools
 
 
 def run_name(policy: str, machine: int) -> str:
@@ -76,10 +93,11 @@ def run_name(policy: str, machine: int) -> str:
     return policy if machine == 0 else f"{policy}@{machine}"
 
 
-def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None, trace: Path | None):
+def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None, trace: Path | None,
+            shipped_set: tuple[str, ...] = ()):
     def run(name: str, policy: str, pools: dict[str, int], machine: int = 0) -> dict:
         make = unloaded_options if name == UNLOADED else replay_options
-        options = make(scenario, workload, policy, pools, simulate)
+        options = make(scenario, workload, policy, pools, simulate, shipped_set)
         if simulate is not None:
             options = replace(options, machine_seed=machine)
         if trace is not None:
@@ -96,22 +114,25 @@ def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: 
 
 
 def replay_options(scenario: Scenario, workload: Workload, policy: str, pools: dict[str, int],
-                   simulate: str | None) -> ReplayOptions:
-    """The scenario's replay under `policy` with thinker and talker pools of `pools` blocks."""
+                   simulate: str | None, shipped_set: tuple[str, ...] = ()) -> ReplayOptions:
+    """The scenario's replay under `policy` with thinker and talker pools of `pools` blocks (and, for the shipped
+    policies, the `shipped_set` settings after them)."""
+    pooled = tuple(Override(("stages", stage, "kv", "num_blocks"), blocks) for stage, blocks in pools.items())
+    varied = tuple(Override.parse(text) for text in shipped_set) if policy == SHIPPED else ()
     return ReplayOptions(
         dataset=scenario.source, dataset_path=workload.path, num_requests=len(workload.sessions), seed=scenario.seed,
         request_rate=scenario.request_rate, burstiness=scenario.burstiness, max_concurrency=scenario.users,
         hold_until_heard=scenario.hold_until_heard, prompt_audio=scenario.spoken,
         barge_in_prob=scenario.barge_in_prob, policy=policy, simulate=simulate,
-        overrides=tuple(Override(("stages", stage, "kv", "num_blocks"), blocks) for stage, blocks in pools.items()),
+        overrides=(*pooled, *varied),
     )
 
 
 def unloaded_options(scenario: Scenario, workload: Workload, policy: str, pools: dict[str, int],
-                     simulate: str | None) -> ReplayOptions:
+                     simulate: str | None, shipped_set: tuple[str, ...] = ()) -> ReplayOptions:
     """One user at a time over the first requests of the sample, no barge-in: what `loaded` compares with."""
     sessions = max(1, UNLOADED_REQUESTS // scenario.turns)
-    options = replay_options(scenario, workload, policy, pools, simulate)
+    options = replay_options(scenario, workload, policy, pools, simulate, shipped_set)
     return replace(options, num_requests=min(sessions, len(workload.sessions)), request_rate=math.inf,
                     max_concurrency=1, hold_until_heard=False, barge_in_prob=0.0)
 

@@ -201,3 +201,33 @@ def test_a_tiny_grid_runs_end_to_end_and_writes_its_summary(tmp_path):
     assert entry["machines"] == 2 and entry["floor_ratio"] is not None
     assert {"fcfs-lru", "fcfs-lru@1", "fcfs-lru@2", "fcfs-lru@3", "liveserve", "liveserve@1"} <= set(entry["runs"])
     assert "liveserve@2" not in entry["runs"]
+
+
+def test_a_variant_of_the_shipped_policies_runs_alone_against_a_baseline_grid_s_fcfs_runs(tmp_path):
+    grid = ["--seed", str(_quick_seed()), "--scenarios", "2", "--max-requests", "2"]
+    robustness.main([*grid, "--out", str(tmp_path / "base")])
+    base = json.loads((tmp_path / "base" / "summary.json").read_text())
+    pacing_off = "stages.thinker.scheduler.urgency.p_max_ms=.inf"
+    robustness.main([*grid, "--out", str(tmp_path / "variant"), "--set", pacing_off,
+                     "--baseline", str(tmp_path / "base")])
+    variant = json.loads((tmp_path / "variant" / "summary.json").read_text())
+    assert variant["set"] == [pacing_off] and variant["num_errors"] == 0
+    for before, after in zip(base["scenarios"], variant["scenarios"]):
+        assert after["set"] == [pacing_off] and after["pools"] == before["pools"]
+        fcfs = {name: run for name, run in before["runs"].items() if name != "liveserve"}
+        assert {name: run for name, run in after["runs"].items() if name != "liveserve"} == fcfs  # reused, wall_s too
+    # the setting reaches the shipped policies' runs: one they refuse makes each scenario an error
+    refusal = "stages.thinker.scheduler.urgency.p_safe_ms=-1"
+    robustness.main([*grid, "--out", str(tmp_path / "refused"), "--set", refusal, "--baseline", str(tmp_path / "base")])
+    refused = json.loads((tmp_path / "refused" / "summary.json").read_text())
+    assert refused["num_errors"] == 2 and all("p_safe_ms" in e["error"] for e in refused["scenarios"])
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--set", "no-equals-sign"], "expected KEY.PATH=VALUE"),
+    (["--baseline", "nowhere"], "no grid there"),
+])
+def test_a_bad_variant_flag_is_refused_by_name(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exit_info:
+        robustness.main(["--seed", "1", "--out", str(tmp_path), *flags])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
