@@ -73,7 +73,7 @@ def run_scenario(scenario: Scenario, workload: Workload, simulate: str | None, k
 
 
 def _fcfs_runs(scenario: Scenario, workload: Workload, run, machines: int,
-                   floor: bool) -> tuple[dict, dict | None, dict[str, int]]:
+               floor: bool) -> tuple[dict, dict | None, dict[str, int]]:
     """FCFS+LRU's runs (sizing the pools, on every machine, the floor's, unloaded), the working set and pools."""
     fits = fits_blocks(workload, scenario.users, scenario.spoken)
     runs, working_set, pools = {}, None, fits
@@ -96,8 +96,10 @@ def run_name(policy: str, machine: int) -> str:
 def _runner(scenario: Scenario, workload: Workload, simulate: str | None, keep: Path | None, trace: Path | None,
             shipped_set: tuple[str, ...] = ()):
     def run(name: str, policy: str, pools: dict[str, int], machine: int = 0) -> dict:
-        make = unloaded_options if name == UNLOADED else replay_options
-        options = make(scenario, workload, policy, pools, simulate, shipped_set)
+        if name == UNLOADED:
+            options = unloaded_options(scenario, workload, policy, pools, simulate)
+        else:
+            options = replay_options(scenario, workload, policy, pools, simulate, shipped_set)
         if simulate is not None:
             options = replace(options, machine_seed=machine)
         if trace is not None:
@@ -129,10 +131,10 @@ def replay_options(scenario: Scenario, workload: Workload, policy: str, pools: d
 
 
 def unloaded_options(scenario: Scenario, workload: Workload, policy: str, pools: dict[str, int],
-                     simulate: str | None, shipped_set: tuple[str, ...] = ()) -> ReplayOptions:
+                     simulate: str | None) -> ReplayOptions:
     """One user at a time over the first requests of the sample, no barge-in: what `loaded` compares with."""
     sessions = max(1, UNLOADED_REQUESTS // scenario.turns)
-    options = replay_options(scenario, workload, policy, pools, simulate, shipped_set)
+    options = replay_options(scenario, workload, policy, pools, simulate)
     return replace(options, num_requests=min(sessions, len(workload.sessions)), request_rate=math.inf,
                     max_concurrency=1, hold_until_heard=False, barge_in_prob=0.0)
 
