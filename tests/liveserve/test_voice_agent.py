@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from test_voice_server import CLIP, QUESTION, TRANSCRIBE, opened, reply_audio_16k
 
 from lab.clips import clip_path
 from lab.word_error import word_error_rate
 from stages.models.asr_whisper import WhisperASR, WhisperConfig
 from tests.liveserve.realtime.realtime_harness import ServerProcess, connect, fixture_pcm16, silence
+from tests.liveserve.realtime.test_voice_server import CLIP, QUESTION, TRANSCRIBE, opened, reply_audio_16k
 
 VOICE_AGENT = Path(__file__).parents[2] / "configs" / "voice-cpu.yaml"
 

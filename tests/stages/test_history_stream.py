@@ -6,14 +6,14 @@ memory stays flat however long the stream runs."""
 
 import pytest
 import torch
-from test_scheduler_window import WindowFakeRunner
-from test_window_recompute import BLOCK, HIDDEN, LAYERS, WINDOW, StreamRun, neighbour_request
 
 from stages.config import WindowSpec
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import LlamaForCausalLM, add_history
 from stages.models.weights import init_deterministic
 from stages.runners.decoder import ThinkerRunner
+from tests.stages.test_scheduler_window import WindowFakeRunner
+from tests.stages.test_window_recompute import BLOCK, HIDDEN, LAYERS, WINDOW, StreamRun, neighbour_request
 
 HISTORY = WindowSpec(tokens=WINDOW.tokens, sinks=WINDOW.sinks, history="ssm")
 STATE_BLOCKS = 2  # 16 state rows of 2 x 16 channels, 2 x 4 rows a block

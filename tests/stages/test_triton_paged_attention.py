@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_paged_attention import HEAD_DIM, KV_HEADS, SCENARIOS, run_step
 
 from kvtier import blocks_for
 from stages.config import WindowSpec
 from stages.models.attention import paged_attention
 from stages.models.attention_batch import build_attention_batch
 from stages.models.kernels import triton_paged
+from tests.stages.test_paged_attention import HEAD_DIM, KV_HEADS, SCENARIOS, run_step
 
 triton = pytest.importorskip("triton")
 KERNELS = triton_paged.load()

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from test_paged_attention import PROMPTS, drive, kv_for, tiny_decoder
 
 from stages.config import SamplingParams, SchedulerConfig
 from stages.models.llama import LlamaForCausalLM
@@ -17,6 +16,7 @@ from stages.requests.thinker import TalkerRows
 from stages.runners.decoder import ThinkerRunner
 from stages.runners.on_device import OnDeviceRunner, to_host
 from stages.scheduler import Scheduler
+from tests.stages.test_paged_attention import PROMPTS, drive, kv_for, tiny_decoder
 
 triton_paged = pytest.importorskip("stages.models.kernels.triton_paged")
 pytestmark = pytest.mark.usefixtures("triton_interpreter")

@@ -4,7 +4,6 @@ rebuilding the KV it held: the same tokens (fake runner and the real two-layer t
 import math
 
 import torch
-from test_scheduler_window import WindowFakeRunner
 
 from kvtier import HostTierConfig, KVCacheManager, KVPoolConfig
 from stages.config import SamplingParams, SchedulerConfig, WindowSpec
@@ -17,6 +16,7 @@ from stages.requests import DuplexFrame, DuplexRequest, ThinkerRequest, TurnInpu
 from stages.runners.decoder import ThinkerRunner
 from stages.scheduler import Scheduler
 from tests.stages.scheduler_harness import FakeClock
+from tests.stages.test_scheduler_window import WindowFakeRunner
 
 BLOCK, LAYERS, HIDDEN = 4, 2, 64
 WINDOW = WindowSpec(tokens=6, sinks=3)

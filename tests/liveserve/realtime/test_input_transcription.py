@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from test_protocol_schema import BETA, GA
 
 from liveserve.realtime.conversation import Conversation, Item
 from liveserve.realtime.input_transcription import InputTranscription, stable_delta
 from orchestrator.interaction.events import UserTranscript
+from tests.liveserve.realtime.test_protocol_schema import BETA, GA
 
 
 @pytest.mark.parametrize(("sent", "previous", "text", "is_final", "delta"), [

@@ -11,10 +11,10 @@ import asyncio
 import typing
 
 import pytest
-from test_interaction import FRAME, WIDTH, spoken_reply_playing
 
 from liveserve.realtime.naming import Dialect
 from tests.liveserve.realtime.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.test_interaction import FRAME, WIDTH, spoken_reply_playing
 from tests.orchestrator.conftest import tiny_pipeline
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_interaction import WIDTH
 
 from tests.liveserve.realtime.interaction_harness import InteractionHarness
+from tests.liveserve.realtime.test_interaction import WIDTH
 from tests.orchestrator.conftest import tiny_pipeline
 
 ASKED = {"client_event_id": "response_create_1a2b"}

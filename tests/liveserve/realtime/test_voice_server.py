@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import yaml
 from scipy.signal import resample_poly
-from test_protocol_schema import GA
 
 from lab.word_error import word_error_rate
 from tests.liveserve.realtime.realtime_harness import Client, ServerProcess, connect, fixture_pcm16, silence
+from tests.liveserve.realtime.test_protocol_schema import GA
 
 QUESTION = "What is the capital of France?"
 CLIP = "q_capital_espeak_24k.wav"
