@@ -35,7 +35,7 @@ class PiperVoiceConfig:
     scales the voice's own level (its speech is about -26 dBFS RMS; every segment gets the
     same gain, so the level does not jump between segments). `decoder_dtype`: "float32" runs the
     voice's graph as shipped on onnxruntime; "bfloat16" runs its HiFi-GAN decoder (~3/4 of the
-    time) in torch in bfloat16 (`stages.models.piper_decoder`): a segment ~30 % cheaper, its
+    time) in torch in bfloat16 (`stages.models.piper_decoder`): a segment ~27 % cheaper, its
     audio within ~40 dB SNR of float32's.
     """
 
