@@ -8,7 +8,14 @@ from monitor.session_monitor import BargeIn, MonitorEvent, SessionMonitor
 from monitor.silero import SileroVAD, VoiceConfidence
 from monitor.smart_turn import SmartTurn, TurnCompletion
 from monitor.turn_detector import (
-    SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector, TurnEvent,
+    SpeechLull,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+    TurnDetector,
+    TurnEvent,
 )
 
 __all__ = [
@@ -21,6 +28,7 @@ __all__ = [
     "SessionMonitor",
     "SileroVAD",
     "SmartTurn",
+    "SpeechLull",
     "SpeechPaused",
     "SpeechResumed",
     "SpeechStarted",

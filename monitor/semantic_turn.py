@@ -11,6 +11,7 @@ from monitor.smart_turn import WINDOW_SAMPLES as MODEL_SAMPLES
 from monitor.smart_turn import TurnCompletion
 from monitor.turn_detector import (
     WINDOW_MS,
+    SpeechLull,
     SpeechPaused,
     SpeechStarted,
     TurnDetectionConfig,
@@ -66,7 +67,7 @@ class SemanticTurnDetector(TurnDetector):
     a silence run reaches MIN_PAUSE_MS, and again each time it doubles (400, 800, ... ms), `model` is asked
     about the turn's audio so far (from the onset less the prefix padding, at most the last 8 s, through
     the current window); a probability >= the eagerness' threshold ends the speech there, at the run's
-    start (a stop in the window that would pause speech replaces the pause). A model call costs tens of ms:
+    start (a stop in the window that would lull or pause speech replaces that event). A model call costs tens of ms:
     `feed` belongs on a worker thread (inline_samples is 0).
     """
 
@@ -100,7 +101,7 @@ class SemanticTurnDetector(TurnDetector):
         silence_start = self._silence_start_ms
         if silence_start is None:
             self._next_check_ms = MIN_PAUSE_MS
-        pausing = event is None or isinstance(event, SpeechPaused)
+        pausing = event is None or isinstance(event, (SpeechLull, SpeechPaused))
         if not pausing or silence_start is None or start_ms + WINDOW_MS - silence_start < self._next_check_ms:
             return event
         self._next_check_ms *= 2

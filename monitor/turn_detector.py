@@ -45,12 +45,26 @@ class TurnDetectionConfig:
         """Silence that pauses speech (SpeechPaused): half of silence_duration_ms, at most max_pause_ms."""
         return min(self.silence_duration_ms / 2, self.max_pause_ms)
 
+    @property
+    def lull_ms(self) -> float:
+        """Silence after which the words so far may be all (SpeechLull): half of pause_ms."""
+        return self.pause_ms / 2
+
 
 @dataclass(frozen=True)
 class SpeechStarted:
     """Speech began; audio_start_ms = onset - prefix padding, clamped at 0."""
 
     audio_start_ms: int
+
+
+@dataclass(frozen=True)
+class SpeechLull:
+    """A silence run that started at audio_lull_ms has lasted the config's lull_ms: the words so far may be
+    all, and transcribing them now saves the wait for the pause. SpeechPaused follows at pause_ms unless
+    speech comes back first (then nothing follows: the lull ends with the run)."""
+
+    audio_lull_ms: int
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ class SpeechStopped:
     audio_end_ms: int
 
 
-TurnEvent = SpeechStarted | SpeechPaused | SpeechResumed | SpeechStopped
+TurnEvent = SpeechStarted | SpeechLull | SpeechPaused | SpeechResumed | SpeechStopped
 
 
 class TurnDetector:
@@ -89,9 +103,10 @@ class TurnDetector:
       - while speaking, a window with p < exit_threshold starts a silence run
         (if none is open); p >= threshold cancels it (speech resumes, if the run
         had paused it); p in between does neither. Once the run covers the config's
-        pause_ms, speech pauses (the turn may end here; once per run, and not in
-        the window that ends it); once it covers silence_duration_ms, speech stops
-        at the run's start.
+        lull_ms, speech lulls; once it covers pause_ms, speech pauses (the turn may
+        end here); each once per run, not in the window that ends it, and a pause in
+        the window that would lull replaces the lull. Once the run covers
+        silence_duration_ms, speech stops at the run's start.
     Events come out of the `feed` call whose audio completed the deciding
     window; more input never changes events already emitted. A feed of up to
     `inline_samples` samples is cheap enough for an event loop.
@@ -110,6 +125,7 @@ class TurnDetector:
         self._pending = np.zeros(0, dtype=np.float32)
         self._silence_start_ms: int | None = None
         self._paused = False  # SpeechPaused emitted for the open silence run
+        self._lulled = False  # SpeechLull (or SpeechPaused) emitted for it
         self.num_windows = 0
         self.is_speaking = False
 
@@ -155,7 +171,7 @@ class TurnDetector:
     def _maybe_stop(self, probability: float, start_ms: int) -> TurnEvent | None:
         if probability >= self.config.threshold:
             resumed = self._paused
-            self._silence_start_ms, self._paused = None, False
+            self._silence_start_ms, self._paused, self._lulled = None, False, False
             return SpeechResumed(start_ms) if resumed else None
         if probability < self.config.exit_threshold and self._silence_start_ms is None:
             self._silence_start_ms = start_ms
@@ -163,16 +179,19 @@ class TurnDetector:
         if silence_start is None:
             return None
         silence_ms = start_ms + WINDOW_MS - silence_start
-        if silence_ms < self.config.silence_duration_ms:
-            if not self._paused and silence_ms >= self.config.pause_ms:
-                self._paused = True
-                return SpeechPaused(silence_start)
-            return None
-        return self._stop(silence_start)
+        if silence_ms >= self.config.silence_duration_ms:
+            return self._stop(silence_start)
+        if not self._paused and silence_ms >= self.config.pause_ms:
+            self._paused = self._lulled = True
+            return SpeechPaused(silence_start)
+        if not self._lulled and silence_ms >= self.config.lull_ms:
+            self._lulled = True
+            return SpeechLull(silence_start)
+        return None
 
     def _stop(self, silence_start: int) -> SpeechStopped:
         """End the speech at the start of the open silence run."""
-        self._paused = False
+        self._paused = self._lulled = False
         self.is_speaking = False
         self._silence_start_ms = None
         return SpeechStopped(silence_start)

@@ -14,6 +14,7 @@ from monitor import (
     BargeIn,
     SemanticTurnConfig,
     SessionMonitor,
+    SpeechLull,
     SpeechPaused,
     SpeechResumed,
     SpeechStarted,
@@ -59,9 +60,10 @@ class InteractionController:
       or any call but a feed or an ack comes first, the draft is dropped unseen.
     - In a pipeline that transcribes, the ASR stage hears speech from its start (and its prefix
       padding) as it comes, and the commit at speech stop closes it; committed audio it did not
-      hear so (a manual commit, an item's audio) is transcribed whole. `listener` gets every
-      UserTranscript (partials only with `partial_transcripts` configured: each is a pass over
-      all the speech so far, CPU nobody needs unless the client shows them).
+      hear so (a manual commit, an item's audio) is transcribed whole. At a lull (half the
+      pause) the stage reads the speech so far, so a pause that follows finds its words read.
+      `listener` gets every UserTranscript (partials only with `partial_transcripts` configured:
+      each is a pass over all the speech so far, CPU nobody needs unless the client shows them).
     - Speech over reply audio that is generating or unplayed is a barge-in: with
       `interrupt_response`, a generating reply is cancelled in every stage, one still playing is
       cut, and either way the context keeps the reply tokens whose audio was heard.
@@ -170,6 +172,8 @@ class InteractionController:
             self.listener(SpeechBegan(event.audio_start_ms, self._speech[0]))
         elif isinstance(event, BargeIn) and turn_taking.interrupt_response:
             self._barge_in()
+        elif isinstance(event, SpeechLull):
+            self._on_lull()
         elif isinstance(event, SpeechPaused):
             self._on_pause()
         elif isinstance(event, SpeechResumed):
@@ -183,6 +187,12 @@ class InteractionController:
             answered = self._commit(self.buffer.take(from_ms=start_ms), item_id, heard, draft)
             if turn_taking.create_response and not answered:
                 self._respond()
+
+    def _on_lull(self) -> None:
+        """The user may have said all: the ASR reads it now, so that at the pause the draft has its words."""
+        if self._heard is not None:
+            vad = self.monitor.detector.config
+            self._heard.pause((vad.silence_duration_ms - vad.lull_ms) / 1000)
 
     def _on_pause(self) -> None:
         vad = self.monitor.detector.config

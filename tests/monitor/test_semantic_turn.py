@@ -3,7 +3,7 @@ it hears, and how its answer and the eagerness' fallback end the turn."""
 import numpy as np
 import pytest
 
-from monitor import SemanticTurnConfig, SemanticTurnDetector, SpeechPaused, SpeechStarted, SpeechStopped
+from monitor import SemanticTurnConfig, SemanticTurnDetector, SpeechLull, SpeechPaused, SpeechStarted, SpeechStopped
 from monitor.semantic_turn import MIN_PAUSE_MS
 from monitor.turn_detector import TurnDetectionConfig
 
@@ -44,7 +44,8 @@ def test_a_pause_the_model_calls_complete_ends_the_turn_at_the_minimum_pause(scr
     # 10 speech windows from window 5 (onset 160 ms), then silence from window 15 (480 ms)
     model = ScriptedModel(0.8)
     events = windows_of(detector(scripted_vad, [0.0] * 5 + [0.9] * 10 + [0.1] * 20, model, prefix_padding_ms=64), 35)
-    assert events == [(5, SpeechStarted(96)), (15 + -(-MIN_PAUSE_MS // 32) - 1, SpeechStopped(480))]
+    assert events == [(5, SpeechStarted(96)), (15 + 4 - 1, SpeechLull(480)),
+                      (15 + -(-MIN_PAUSE_MS // 32) - 1, SpeechStopped(480))]  # a lull at 128 ms, the stop at 224
     # it heard the turn from the onset less the padding (window 3) through the deciding window (21)
     assert model.heard == [(21 - 3 + 1) * 512]
 

@@ -4,6 +4,7 @@ import pytest
 from monitor import (
     BargeIn,
     SessionMonitor,
+    SpeechLull,
     SpeechPaused,
     SpeechStarted,
     SpeechStopped,
@@ -26,7 +27,8 @@ def feed_windows(monitor, num_windows):
 def test_speech_without_a_reply_is_no_barge_in(scripted_vad, clock):
     monitor = make_monitor(scripted_vad, clock, SPEECH)
     clock.t = 4.0
-    assert feed_windows(monitor, 21) == [SpeechStarted(0), SpeechPaused(160), SpeechStopped(160)]  # no BargeIn
+    events = feed_windows(monitor, 21)
+    assert events == [SpeechStarted(0), SpeechLull(160), SpeechPaused(160), SpeechStopped(160)]  # no BargeIn
 
 
 def test_speech_while_reply_is_generated_before_first_audio_is_barge_in(scripted_vad, clock):
@@ -61,7 +63,8 @@ def test_speech_after_truncated_reply_is_no_barge_in(scripted_vad, clock):
     clock.t = 1.0
     assert BargeIn(0, pytest.approx(1000)) in feed_windows(monitor, 21)
     monitor.playback.truncate()  # the caller cancels the reply
-    assert feed_windows(monitor, 21) == [SpeechStarted(672), SpeechPaused(832), SpeechStopped(832)]  # no BargeIn
+    assert feed_windows(monitor, 21) == [SpeechStarted(672), SpeechLull(832), SpeechPaused(832),
+                                          SpeechStopped(832)]  # no BargeIn
 
 
 def test_the_monitor_reports_playback_and_speech(scripted_vad, clock):

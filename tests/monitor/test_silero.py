@@ -9,6 +9,7 @@ from scipy.signal import resample_poly
 from lab.clips import clips_dir
 from monitor import (
     SileroVAD,
+    SpeechLull,
     SpeechPaused,
     SpeechResumed,
     SpeechStarted,
@@ -102,9 +103,10 @@ def test_turn_edges_on_fixture_clips_match_energy_edges(vad, clip):
     events = [e for i in range(0, len(pcm), 320) for e in detector.feed(pcm[i:i + 320])]  # 20 ms chunks
     edges = [e for e in events if isinstance(e, (SpeechStarted, SpeechStopped))]
     assert [type(e) for e in edges] == [SpeechStarted, SpeechStopped], events
-    assert events[-2] == SpeechPaused(edges[1].audio_end_ms)  # the silence that ended the turn paused it first
-    pauses = [type(e) for e in events[1:-2]]  # a pause within the speech (bargein_wait's "wait...") resumed
-    assert pauses == [SpeechPaused, SpeechResumed] * (len(pauses) // 2), events
+    end = edges[1].audio_end_ms
+    assert events[-3:-1] == [SpeechLull(end), SpeechPaused(end)]  # the silence that ended the turn lulled and paused
+    pauses = [type(e) for e in events[1:-3] if not isinstance(e, SpeechLull)]  # a pause within the speech
+    assert pauses == [SpeechPaused, SpeechResumed] * (len(pauses) // 2), events  # (bargein_wait's "wait...") resumed
     start_error = edges[0].audio_start_ms - PAD_MS - true_start
     end_error = edges[1].audio_end_ms - PAD_MS - true_end
     print(f"{clip}: true {true_start}-{true_end} ms, start error {start_error:+d} ms, end error {end_error:+d} ms")

@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from monitor import SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped, TurnDetectionConfig, TurnDetector
+from monitor import (
+    SpeechLull,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+    TurnDetector,
+)
 
 WINDOW = np.zeros(512, dtype=np.float32)
 
@@ -36,10 +44,11 @@ def test_known_script_gives_exact_edges(scripted_vad):
     script = [0.0] * 20 + [0.9] * 30 + [0.1] * 20
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig())
     events = run_windows(detector, len(script))
-    # Start decided on the onset window; a pause once silence covers 200 ms (window 56 ends at
-    # 1824 ms = 1600 + 224); stop once it covers 500 ms: window 65 ends at 2112 ms = 1600 + 512
-    # (16 windows; 15 would be 480 ms).
-    assert events == [(20, SpeechStarted(640 - 300)), (56, SpeechPaused(1600)), (65, SpeechStopped(1600))]
+    # Start decided on the onset window; a lull once silence covers 100 ms (window 53 ends at
+    # 1728 ms = 1600 + 128), a pause once it covers 200 ms (window 56 ends at 1824 ms = 1600 + 224);
+    # stop once it covers 500 ms: window 65 ends at 2112 ms = 1600 + 512 (16 windows; 15 would be 480 ms).
+    assert events == [(20, SpeechStarted(640 - 300)), (53, SpeechLull(1600)), (56, SpeechPaused(1600)),
+                      (65, SpeechStopped(1600))]
     assert not detector.is_speaking
 
 
@@ -54,28 +63,44 @@ def test_blip_shorter_than_silence_duration_does_not_end_speech(scripted_vad):
     script = [0.9] * 10 + [0.1] * 10 + [0.9] * 10 + [0.1] * 16
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
     assert run_windows(detector, len(script)) == [
-        (0, SpeechStarted(0)), (16, SpeechPaused(320)), (20, SpeechResumed(640)), (36, SpeechPaused(960)),
-        (45, SpeechStopped(960))]
+        (0, SpeechStarted(0)), (13, SpeechLull(320)), (16, SpeechPaused(320)), (20, SpeechResumed(640)),
+        (33, SpeechLull(960)), (36, SpeechPaused(960)), (45, SpeechStopped(960))]
 
 
-def test_a_silence_shorter_than_the_pause_resumes_without_an_event(scripted_vad):
+def test_a_silence_shorter_than_the_pause_lulls_and_resumes_without_an_event(scripted_vad):
     script = [0.9] * 2 + [0.1] * 6 + [0.9] * 2
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
-    assert run_windows(detector, len(script)) == [(0, SpeechStarted(0))]  # 192 ms of silence: no pause
+    # 192 ms of silence: a lull at 128 ms, no pause
+    assert run_windows(detector, len(script)) == [(0, SpeechStarted(0)), (5, SpeechLull(64))]
+
+
+def test_a_silence_shorter_than_the_lull_gives_no_event(scripted_vad):
+    script = [0.9] * 2 + [0.1] * 3 + [0.9] * 2
+    detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0))
+    assert run_windows(detector, len(script)) == [(0, SpeechStarted(0))]  # 96 ms < 100
 
 
 @pytest.mark.parametrize(("silence_ms", "max_pause_ms", "pause_ms"),
                          [(500, 200, 200), (300, 200, 150), (2000, 200, 200), (0, 200, 0), (500, 160, 160)])
 def test_speech_pauses_at_half_the_stopping_silence_or_the_most_pause_whichever_is_less(silence_ms, max_pause_ms,
                                                                                          pause_ms):
-    assert TurnDetectionConfig(silence_duration_ms=silence_ms, max_pause_ms=max_pause_ms).pause_ms == pause_ms
+    config = TurnDetectionConfig(silence_duration_ms=silence_ms, max_pause_ms=max_pause_ms)
+    assert (config.pause_ms, config.lull_ms) == (pause_ms, pause_ms / 2)
 
 
-def test_a_silence_pauses_once_however_long_it_lasts(scripted_vad):
+def test_a_pause_in_the_window_that_would_lull_replaces_the_lull(scripted_vad):
+    script = [0.9] * 2 + [0.1] * 20
+    detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0, max_pause_ms=32))
+    # lull_ms 16 and pause_ms 32 are both covered by the first silent window
+    assert run_windows(detector, len(script)) == [(0, SpeechStarted(0)), (2, SpeechPaused(64)),
+                                                  (17, SpeechStopped(64))]
+
+
+def test_a_silence_lulls_and_pauses_once_however_long_it_lasts(scripted_vad):
     script = [0.9] * 2 + [0.1] * 40
     detector = TurnDetector(scripted_vad(script), TurnDetectionConfig(prefix_padding_ms=0, silence_duration_ms=1000))
     events = run_windows(detector, len(script))
-    assert events == [(0, SpeechStarted(0)), (8, SpeechPaused(64)), (33, SpeechStopped(64))]
+    assert events == [(0, SpeechStarted(0)), (5, SpeechLull(64)), (8, SpeechPaused(64)), (33, SpeechStopped(64))]
 
 
 def test_hysteresis_band_neither_starts_nor_cancels_silence(scripted_vad):
@@ -85,7 +110,7 @@ def test_hysteresis_band_neither_starts_nor_cancels_silence(scripted_vad):
     # 0.4 before speech does not start it; 0.4 during speech does not start silence;
     # silence starts at window 30 (960 ms) and 0.4 afterwards does not cancel it.
     assert run_windows(detector, len(script)) == [
-        (5, SpeechStarted(160)), (36, SpeechPaused(960)), (45, SpeechStopped(960))]
+        (5, SpeechStarted(160)), (33, SpeechLull(960)), (36, SpeechPaused(960)), (45, SpeechStopped(960))]
 
 
 def test_zero_silence_duration_stops_on_first_silent_window(scripted_vad):
@@ -114,7 +139,7 @@ def test_chunk_sizes_that_do_not_divide_512_give_the_same_events(chunk):
     detector = TurnDetector(MeanVAD(), TurnDetectionConfig(prefix_padding_ms=100))
     events = [e for i in range(0, len(audio), chunk) for e in detector.feed(audio[i:i + chunk])]
     # Onset 7 * 32 = 224 ms; silence from 19 * 32 = 608 ms; onset again at 39 * 32 = 1248 ms.
-    assert events == [SpeechStarted(124), SpeechPaused(608), SpeechStopped(608), SpeechStarted(1148)]
+    assert events == [SpeechStarted(124), SpeechLull(608), SpeechPaused(608), SpeechStopped(608), SpeechStarted(1148)]
     assert detector.vad.num_windows == len(levels)
 
 

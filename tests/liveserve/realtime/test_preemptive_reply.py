@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 
 from orchestrator.config import InteractionConfig
-from stages.commands import AbortRequest, AppendInput, StopGeneration
+from stages.commands import AbortRequest, AppendInput, StopGeneration, TurnEndingHint
 from stages.plan import StageOutput
 from stages.requests.asr import Transcript
 from tests.liveserve.realtime.interaction_harness import InteractionHarness, harnessed_voice, voice_pipeline
@@ -55,6 +55,24 @@ def test_a_reply_begun_at_the_pause_is_seen_only_when_the_pause_ends_the_turn_th
     assert len(h.stages.added("tts")) == 1  # one reply, started at the pause
     context = h.controller.session.context
     assert context.segments[-2].item_id == user_done["item"]["id"] and context.num_tokens > tokens_before
+
+
+def test_the_asr_reads_the_speech_at_the_lull_so_the_draft_starts_at_the_pause_with_its_words():
+    async def scenario(h):
+        await h.client("session.update", session={"type": "realtime", "audio": {"input": {
+            "transcription": {"model": "whisper-1"}}}})
+        await h.speak(600, then_silence_ms=160)  # a lull (100 ms of silence: 4 windows), not yet a pause (200)
+        asr_id, = h.stages.added("asr")
+        at_lull = (len(h.stages.sent("asr", TurnEndingHint)), h.controller.session.active_turn)
+        sent = sum(len(c.data) for c in h.stages.sent("asr", AppendInput) if c.data is not None)
+        h.stages.sink("asr", [StageOutput(asr_id, Transcript(SAID, False, sent))])  # the lull's pass
+        await h.settle()
+        await h.speak(0, then_silence_ms=96)  # the pause
+        return at_lull, h.controller.session.active_turn
+
+    (hints, turn_at_lull), draft = asyncio.run(harnessed_voice(scenario))
+    assert hints == 1 and turn_at_lull is None  # the pass is asked for at the lull; the reply waits for the pause
+    assert draft is not None  # at the pause the draft starts from the lull's text: no second pass was read
 
 
 def test_speech_resuming_drops_the_draft_unseen_and_the_turn_is_answered_once_it_ends():
