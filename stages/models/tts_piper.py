@@ -36,7 +36,7 @@ class PiperVoiceConfig:
     same gain, so the level does not jump between segments). `decoder_dtype`: "float32" runs the
     voice's graph as shipped on onnxruntime; "bfloat16" runs its HiFi-GAN decoder (~3/4 of the
     time) in torch in bfloat16 (`stages.models.piper_decoder`): a segment ~27 % cheaper, its
-    audio within ~40 dB SNR of float32's.
+    audio at an SNR of 38-40 dB against float32's.
     """
 
     first_segment_words: int = 4
