@@ -1,7 +1,7 @@
 """Piper's decoder in float32 (the graph on onnxruntime) against bfloat16 (in torch), back to back: the time a
 segment takes, the real-time factor, and the words Whisper tiny.en hears when it transcribes the audio back.
 
-    python benchmarks/tts_decoder.py [--rounds 4] [--out tts_decoder.json]
+    python benchmarks/tts_decoder.py [--rounds 4] [--out benchmarks/results/tts_decoder.json]
 
 Each round speaks every reply once with each decoder, alternating which goes first, on one thread. Piper
 samples noise, so every round's audio differs: the word errors are summed over the rounds.
@@ -20,12 +20,14 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
-from scipy.signal import resample_poly  # noqa: E402
 
 from lab.word_error import word_errors  # noqa: E402
+from liveserve.audio_io import resample  # noqa: E402
+from stages.models.asr_whisper import SAMPLE_RATE as ASR_RATE  # noqa: E402
 from stages.models.asr_whisper import WhisperASR, WhisperConfig  # noqa: E402
 from stages.models.tts_piper import DECODER_DTYPES, SAMPLE_RATE, PiperTTS, PiperVoiceConfig  # noqa: E402
 
+OUT = Path(__file__).resolve().parent / "results" / "tts_decoder.json"
 REPLIES = (
     "The capital of France is Paris. It is a large city.",
     "Sure, here are three things you can do this weekend: go hiking, visit a museum, or cook a new recipe.",
@@ -39,7 +41,7 @@ REPLIES = (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=Path("tts_decoder.json"))
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     torch.set_num_threads(1)
     voices = {dtype: PiperTTS.load(PiperVoiceConfig(decoder_dtype=dtype), threads=1) for dtype in DECODER_DTYPES}
@@ -57,7 +59,7 @@ def main() -> None:
                 audio = voices[dtype].synthesize(reply)
                 seconds[dtype].append(time.perf_counter() - started)
                 audio_s[dtype].append(len(audio) / SAMPLE_RATE)
-                errors[dtype] += word_errors(reply, asr.transcribe(resample_poly(audio, 2, 3)))
+                errors[dtype] += word_errors(reply, asr.transcribe(resample(audio, SAMPLE_RATE, ASR_RATE)))
     words = args.rounds * sum(len(reply.split()) for reply in REPLIES)
     summary = {dtype: {"segment_ms_p50": 1000 * statistics.median(seconds[dtype]),
                        "real_time_factor": sum(seconds[dtype]) / sum(audio_s[dtype]),
@@ -65,6 +67,7 @@ def main() -> None:
     for dtype, row in summary.items():
         print(f"{dtype:>9}: segment p50 {row['segment_ms_p50']:.0f} ms, real-time factor "
               f"{row['real_time_factor']:.4f}, word errors {row['word_errors']} / {words}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"rounds": args.rounds, "decoders": summary}, indent=2))
 
 

@@ -191,12 +191,14 @@ class InteractionController:
     def _on_lull(self) -> None:
         """The user may have said all: the ASR reads it now, so that at the pause the draft has its words."""
         if self._heard is not None:
-            vad = self.monitor.detector.config
-            self._heard.pause((vad.silence_duration_ms - vad.lull_ms) / 1000)
+            self._heard.pause(self._turn_end_in_s(self.monitor.detector.config.lull_ms))
+
+    def _turn_end_in_s(self, silence_ms: float) -> float:
+        """When the turn ends, after `silence_ms` of silence, if the silence lasts."""
+        return (self.monitor.detector.config.silence_duration_ms - silence_ms) / 1000
 
     def _on_pause(self) -> None:
-        vad = self.monitor.detector.config
-        lead_s = (vad.silence_duration_ms - vad.pause_ms) / 1000
+        lead_s = self._turn_end_in_s(self.monitor.detector.config.pause_ms)
         self.session.speech_paused(lead_s)
         if self._heard is None:
             return

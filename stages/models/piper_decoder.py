@@ -3,15 +3,13 @@
 A Piper voice is one ONNX graph: VITS's text encoder, duration predictor and flow turn phoneme ids into latent
 frames, and its HiFi-GAN decoder (the `dec.*` weights) turns those into the waveform, ~3/4 of a segment's time
 on onnxruntime's float32 kernels. `SplitVoiceSession` runs the graph up to the decoder's input on onnxruntime
-and the decoder in torch, where bfloat16 convolutions on channels-last activations take ~40 % less time on a
-CPU with AVX-512 bf16 (one thread here: 234-243 against 363-431 ms for the decoder of 6 s of speech; a whole
-segment ~27 % less). It decodes windows of a fixed length, each with the frames its audio depends on either
-side (the receptive field, from the graph), every convolution's output zeroed past the latent's end as the
-graph's padding is: the audio is the graph's. oneDNN builds its kernels for a handful of shapes only (~60 ms
-for each new one), and the memory a segment takes does not grow with its length: a whole segment a call,
-padded to a multiple of 32 frames, ran ~25 % faster but held ~60 MB more for each length it met. The decoder
-is read from the graph itself (its convolutions' weights, strides, paddings and dilations), so any Piper voice
-of this architecture loads.
+and the decoder in torch, where bfloat16 convolutions on channels-last activations are much cheaper on a CPU
+with AVX-512 bf16 (benchmarks/log/2026-11-30-tts-decoder.md). It decodes windows of a fixed length, each with
+the frames its audio depends on either side (the receptive field, from the graph), every convolution's output
+zeroed past the latent's end as the graph's padding is: the audio is the graph's. oneDNN builds its kernels
+per shape, so a handful of shapes keeps that cost and its memory bounded: a call per whole segment would meet
+a new length, and hold more memory, at nearly every segment. The decoder is read from the graph itself (its
+convolutions' weights, strides, paddings and dilations), so any Piper voice of this architecture loads.
 """
 
 from __future__ import annotations

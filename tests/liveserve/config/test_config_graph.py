@@ -77,6 +77,8 @@ def test_a_voice_pipeline_without_its_model_package_fails_its_check_in_one_line(
     (lambda d: d["model"].update(asr={"partial_every": 1}), r"model\.asr\.partial_every: unknown field"),
     (lambda d: d["model"].update(tts={"first_segment_words": 0}),
      r"model\.tts: first_segment_words must be a positive integer, got 0"),
+    (lambda d: d["model"].update(tts={"decoder_dtype": "int8"}),
+     r"model\.tts: decoder_dtype must be one of float32, bfloat16, got 'int8'"),
     (lambda d: d["stages"]["tts"].update(kv={"num_blocks": 8}), r"stages\.tts\.kv: unknown field"),
 ])
 def test_voice_pipeline_mistakes_name_the_field(tmp_path, edit, message):
