@@ -22,17 +22,31 @@ class PlaybackState:
       but have not delivered (for a vocoder request 0; for a talker request, frames
       waiting in the vocoder; for a thinker request, also text tokens the talker
       has not consumed, at the configured frames per token).
+    - `delivered_ms`: the reply's audio the user had been sent when the state was
+      published, which `drained_at` counts (None: not counted). A state reaches the
+      stage some ms after the stage's output does, so a stage whose request produced
+      audio (`audio_ms`) beyond this adds the difference, which the state does not
+      show yet; a request that produced some has started (`is_started`).
 
-    `buffer_ms(now)` is the stage-aware playback buffer P: how long the user can
-    keep listening without any further work from this stage.
+    `buffer_ms(now, audio_ms)` is the stage-aware playback buffer P: how long the user
+    can keep listening without any further work from this stage, whose request has
+    produced `audio_ms` of the reply's audio.
     """
 
     started: bool
     drained_at: float
     queued_ms: float = 0.0
+    delivered_ms: float | None = None
 
-    def buffer_ms(self, now: float) -> float:
-        return max(0.0, self.drained_at - now) * 1000.0 + self.queued_ms
+    def unpublished_ms(self, audio_ms: float) -> float:
+        """What of `audio_ms`, produced at the stage, this state does not count yet."""
+        return 0.0 if self.delivered_ms is None else max(0.0, audio_ms - self.delivered_ms)
+
+    def is_started(self, audio_ms: float = 0.0) -> bool:
+        return self.started or self.unpublished_ms(audio_ms) > 0.0
+
+    def buffer_ms(self, now: float, audio_ms: float = 0.0) -> float:
+        return max(0.0, self.drained_at - now) * 1000.0 + self.queued_ms + self.unpublished_ms(audio_ms)
 
 
 class InteractionView(ABC):

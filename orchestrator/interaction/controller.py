@@ -387,7 +387,8 @@ class InteractionController:
     def report_playback(self) -> None:
         """Tell the stages where the user's playback of the current reply stands."""
         now, playback = self.clock(), self.monitor.playback
-        self.session.interaction.on_playback(playback.first_audio_sent, now + playback.buffer_ms(now) / 1000)
+        self.session.interaction.on_playback(playback.first_audio_sent, now + playback.buffer_ms(now) / 1000,
+                                             playback.delivered_ms)
 
     # lifetime
 

@@ -10,7 +10,8 @@ from orchestrator.interaction.playback_board import PlaybackBoard
 
 class InteractionState:
     """The single owner of a session's interaction state: its NextUseEstimator and the current reply's
-    playback position (`playback`: started, and the clock time its delivered audio runs out).
+    playback position (`playback`: started, the clock time its delivered audio runs out, and the ms of it
+    delivered).
 
     Each interaction fact has one method (`on_user_input`, `on_speech_started`, `on_turn_started`,
     `on_generation_end`, `on_playback`), called on the event loop, that updates the state and then
@@ -24,7 +25,7 @@ class InteractionState:
     def __init__(self, next_use: NextUseEstimator, board: PlaybackBoard, clock: Callable[[], float],
                  thinker_id: Callable[[], str], on_reply_playback: Callable[[], None] = lambda: None) -> None:
         self.next_use = next_use
-        self.playback = (False, 0.0)
+        self.playback = (False, 0.0, 0.0)
         self._board, self._clock, self._thinker_id = board, clock, thinker_id
         self._on_reply_playback = on_reply_playback
 
@@ -43,7 +44,7 @@ class InteractionState:
         self._publish_next_use()
 
     def on_turn_started(self) -> None:
-        self.playback = (False, 0.0)
+        self.playback = (False, 0.0, 0.0)
         self.next_use.on_turn_started(self._clock())
         self._publish_next_use()
 
@@ -51,9 +52,10 @@ class InteractionState:
         self.next_use.on_generation_end(self._clock())
         self._publish_next_use()
 
-    def on_playback(self, started: bool, drained_at: float) -> None:
-        """The current reply's playback: started, and the clock time its delivered audio runs out."""
-        self.playback = (started, drained_at)
+    def on_playback(self, started: bool, drained_at: float, delivered_ms: float) -> None:
+        """The current reply's playback: started, the clock time its delivered audio runs out, and how much
+        of its audio was delivered."""
+        self.playback = (started, drained_at, delivered_ms)
         if started:
             self.next_use.on_playback(drained_at)
             self._publish_next_use()

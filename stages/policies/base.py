@@ -40,7 +40,8 @@ class PolicyKV(Protocol):
 
 class Orderable(Protocol):
     """What a policy reads of a request it orders. A StageRequest is one; so is another engine's request
-    (vLLM's) described by LiveServe's request id, the key of the stage's InteractionView."""
+    (vLLM's) described by LiveServe's request id, the key of the stage's InteractionView. `audio_ms` is the
+    reply audio its outputs carried so far (0 at a stage whose outputs are not audio)."""
 
     @property
     def request_id(self) -> str: ...
@@ -59,6 +60,9 @@ class Orderable(Protocol):
 
     @property
     def num_pending(self) -> int: ...
+
+    @property
+    def audio_ms(self) -> float: ...
 
 
 R = TypeVar("R", bound=Orderable)

@@ -81,7 +81,8 @@ def _sorted(keys: list[float], requests: list[R]) -> list[R]:
 
 
 class UrgencyPolicy(SchedulingPolicy):
-    """Orders ready requests by what their listener hears, from s = view.playback(id), P = s.buffer_ms(now).
+    """Orders ready requests by what their listener hears, from s = view.playback(id),
+    P = s.buffer_ms(now, audio_ms) (with the audio the request produced that s does not count yet).
 
     - U0 playback at risk: started and P <= p_safe_ms. Served first, smallest P first.
     - U1 first audio: not started. Next, by when each would be served if its pending
@@ -195,13 +196,14 @@ class UrgencyPolicy(SchedulingPolicy):
                 guesses.append(request)
                 continue
             state = playback(request.request_id)
-            if state is None or not state.started:
+            unpublished_ms = 0.0 if state is None else state.unpublished_ms(request.audio_ms)
+            if state is None or not (state.started or unpublished_ms):
                 u1_keys.append(request.ready_since + min(request.num_pending * s_per_position, max_pass_s))
                 u1.append(request)
                 num_fallbacks += state is None
                 continue
-            drain_s = state.drained_at - now  # P = state.buffer_ms(now), inlined: this loop is the hot path
-            buffer_ms = (drain_s * 1000.0 if drain_s > 0.0 else 0.0) + state.queued_ms
+            drain_s = state.drained_at - now  # P = state.buffer_ms(now, audio_ms), inlined: the hot path
+            buffer_ms = (drain_s * 1000.0 if drain_s > 0.0 else 0.0) + state.queued_ms + unpublished_ms
             if buffer_ms <= p_safe:
                 u0_keys.append(buffer_ms)
                 u0.append(request)
@@ -255,7 +257,7 @@ class UrgencyPolicy(SchedulingPolicy):
         for request in requests:
             if request.status is waiting and not request.is_speculative:
                 state = playback(request.request_id)
-                if state is None or not state.started:
+                if state is None or not state.is_started(request.audio_ms):
                     blocks += blocks_for(request.num_pending, size)
         return blocks
 

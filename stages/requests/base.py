@@ -45,6 +45,8 @@ class StageRequest(ABC):
     - `speech_paused()` tells it its user went quiet and their turn may be over: a
       request whose work the end of the turn waits for may start it now (the ASR's pass
       over the speech so far); the others ignore it.
+    - `audio_ms` is the reply audio its outputs carried so far (0 at a stage whose
+      outputs are not audio), for a policy to count what playback telemetry does not yet.
     The scheduler owns `status`, `last_scheduled_time`, `ready_since` (the clock
     time of the round that last saw the request go from no pending work to some; None
     while it has none) and `num_preemptions` (how often its KV was taken). Only the
@@ -61,6 +63,7 @@ class StageRequest(ABC):
         self.num_preemptions = 0
         self.finish_reason: str | None = None
         self.idle_until_known = -1
+        self.audio_ms = 0.0
 
     @property
     @abstractmethod

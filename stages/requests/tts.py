@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from stages.models.tts_piper import SAMPLE_RATE
 from stages.requests.base import StageRequest
 from stages.requests.speech_segments import next_segment
 
@@ -90,4 +91,5 @@ class TTSRequest(StageRequest):
         index = self.num_computed
         self.num_computed += num_tokens
         span = self.spans[index]
+        self.audio_ms += 1000.0 * len(result) / SAMPLE_RATE
         return SpeechSegment(index, self.segment_text(index), span.start, span.stop, result)

@@ -18,7 +18,7 @@ class QueuedRequest(Generic[V]):
     """One vLLM request as a SchedulingPolicy reads it (Orderable): keyed by LiveServe's request id (vLLM's
     own carries a random suffix), ready since it arrived (a generation is ready at once), `num_pending` the
     positions it has yet to compute, never speculative (a thinker's generation), RUNNING while vLLM holds
-    its KV."""
+    its KV, no audio out."""
 
     request_id: str
     arrival_time: float
@@ -33,6 +33,10 @@ class QueuedRequest(Generic[V]):
     @property
     def is_speculative(self) -> bool:
         return False
+
+    @property
+    def audio_ms(self) -> float:
+        return 0.0
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,6 +71,14 @@ def test_a_line_break_ends_a_segment_and_spans_point_into_the_text():
 def test_a_closed_reply_without_words_has_no_segment_and_is_finished():
     request = streamed("  \n ", [2])
     assert request.num_known == 0 and request.is_finished
+
+
+def test_a_spoken_segment_adds_its_audio_to_the_requests_audio_ms():
+    request = streamed(REPLY, [])
+    assert request.audio_ms == 0.0
+    first = request.advance(1, torch.zeros(18000))  # 0.75 s at 24 kHz
+    second = request.advance(1, torch.zeros(36000))
+    assert (first.index, second.index, request.audio_ms) == (0, 1, 2250.0)
 
 
 def test_appending_to_a_closed_reply_is_refused():

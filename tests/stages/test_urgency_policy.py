@@ -111,6 +111,23 @@ def test_classes_split_at_p_safe_and_the_started_flag():
         "gated": 0}
 
 
+def test_audio_the_request_produced_beyond_what_its_state_counts_is_in_its_buffer():
+    # The states reach the stage after its output: "fresh" counts the 1.2 s its request produced, "stale"
+    # counts 0.5 s of it, "unsent" none of it (not started yet), "uncounted" does not count delivered audio.
+    view = FakeView(fresh=PlaybackState(True, drained_at=10.9, delivered_ms=1200.0),
+                    stale=PlaybackState(True, drained_at=10.2, delivered_ms=500.0),
+                    unsent=PlaybackState(False, drained_at=0.0, delivered_ms=0.0),
+                    uncounted=PlaybackState(False, drained_at=0.0), waiting=NOT_STARTED)
+    requests = [ready(rid, 0.0, since=0.0) for rid in ("waiting", "uncounted", "unsent", "stale", "fresh")]
+    for request in requests[1:]:
+        request.audio_ms = 1200.0
+    policy = urgency(view, p_safe_ms=1000.0, p_yield_ms=1500.0, p_max_ms=3000.0)
+    # At 10 s fresh has 0.9 s left to play; stale 0.2 s, and 0.7 s it produced: both U0 (P ~900 ms). unsent has
+    # started with the 1.2 s it produced: U2. uncounted and waiting wait for their first audio: U1.
+    assert ids(policy.order(requests, now=10.0)) == ["stale", "fresh", "waiting", "uncounted", "unsent"]
+    assert policy.counters["u0"] == 2 and policy.counters["u1"] == 2 and policy.counters["u2"] == 1
+
+
 def test_u1_goes_by_ready_age_not_by_arrival():
     policy = urgency(FakeView(a=NOT_STARTED, b=NOT_STARTED, c=NOT_STARTED))
     requests = [ready("a", 0.0, since=7.0), ready("b", 5.0, since=3.0), ready("c", 1.0, since=3.0)]

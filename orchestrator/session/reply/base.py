@@ -96,10 +96,11 @@ class Reply(ABC):
       out of the last, the audio to play (None: none in it). The reply counts its stages' work in the
       usage it was given (codec_frames, vocoder_frames, audio_samples); `is_finished` turns True when
       the last stage's request finished.
-    - `publish_playback(thinker_id, started, drained_at)`: tell the stages, through the bus's board,
-      how far ahead of the user's playback (started; the clock time the delivered audio runs out: the
-      session's InteractionState.playback) the thinker request `thinker_id` and each request of the
-      path are. Called after each stage output and each playback fact, until the turn ends.
+    - `publish_playback(thinker_id, started, drained_at, delivered_ms)`: tell the stages, through the
+      bus's board, how far ahead of the user's playback (started; the clock time the delivered audio runs
+      out; the ms of audio delivered: the session's InteractionState.playback) the thinker request
+      `thinker_id` and each request of the path are. Called after each stage output and each playback
+      fact, until the turn ends.
     - `abort()`: stop every request of the path (the turn was cancelled or failed).
 
     Heard audio, pure (during and after the turn; later context cuts do not change it):
@@ -124,7 +125,7 @@ class Reply(ABC):
     def on_output(self, kind: StageKind, output: StageOutput) -> AudioDelta | None: ...
 
     @abstractmethod
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float) -> None: ...
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None: ...
 
     @abstractmethod
     def abort(self) -> None: ...

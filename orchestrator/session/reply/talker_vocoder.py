@@ -66,8 +66,10 @@ class TalkerVocoderReply(VoicedReply):
     def _send(self, step: ThinkerStep, text: str) -> None:
         self.first_hop.push([step.hidden])
 
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float) -> None:
-        """The thinker's, the talker's and the vocoder's lead over playback (see reply_states)."""
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None:
+        """The thinker's, the talker's and the vocoder's lead over playback (see reply_states). Delivered audio
+        is not counted: the vocoder's requests do not count theirs (the lag is a chunk of frames there, where
+        a TTS's is a sentence)."""
         usage, to_vocoder = self.usage, self.hops[StageKind.VOCODER].stream
         queued = max(0, usage.codec_frames - to_vocoder.num_buffered - usage.vocoder_frames)
         unvoiced = max(0, len(self.spoken) * self.geometry.frames_per_token - usage.codec_frames)

@@ -69,11 +69,13 @@ class TTSReply(VoicedReply):
         self.spoken_text.add_segment(payload.start, payload.stop, len(payload.pcm))
         return payload.pcm
 
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float) -> None:
-        """Playback only: how long the text the TTS stage holds will play is not known yet."""
-        state = PlaybackState(started, drained_at)
-        self.bus.board.publish(thinker_id, state)
-        self.bus.board.publish(self.ids[StageKind.TTS], state)
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None:
+        """Playback only: how long the text the TTS stage holds will play is not known yet. The TTS's state
+        counts the audio delivered, so that the stage adds the segments it spoke since, which this state
+        reaches it after (a segment is seconds of audio: without them, a reply that just got its first
+        would look as if it had none)."""
+        self.bus.board.publish(thinker_id, PlaybackState(started, drained_at))
+        self.bus.board.publish(self.ids[StageKind.TTS], PlaybackState(started, drained_at, delivered_ms=delivered_ms))
 
     @property
     def voice(self) -> Voice:

@@ -39,9 +39,9 @@ def test_each_fact_publishes_the_hint_once(scene):
     state.on_turn_started()  # a turn generates: the context is needed now
     assert scene.published() == [("publish_next_use", "s/thinker#0", hint(10.0, 2.0, needed_now=True))]
     scene.now = 11.0
-    state.on_playback(True, drained_at=15.0)  # the reply plays until 15 s; its states are republished
+    state.on_playback(True, drained_at=15.0, delivered_ms=4000.0)  # plays until 15 s; its states republished
     assert scene.published() == [("publish_next_use", "s/thinker#0", hint(15.0, 2.0, needed_now=True))]
-    assert scene.reply_playbacks == [(True, 15.0)] and state.playback == (True, 15.0)
+    assert scene.reply_playbacks == [(True, 15.0, 4000.0)] and state.playback == (True, 15.0, 4000.0)
     scene.now = 12.0
     state.on_generation_end()  # generated: needed at the playback end plus the usual gap
     assert scene.published() == [("publish_next_use", "s/thinker#0", hint(15.0, 2.0))]
@@ -51,12 +51,12 @@ def test_each_fact_publishes_the_hint_once(scene):
     scene.now = 17.0
     state.on_turn_started()  # 1 s of speech lead; the new reply has played nothing yet
     assert scene.published() == [("publish_next_use", "s/thinker#0", hint(17.0, 1.5, needed_now=True))]
-    assert state.playback == (False, 0.0) and state.lead_s == pytest.approx(1.0)
+    assert state.playback == (False, 0.0, 0.0) and state.lead_s == pytest.approx(1.0)
 
 
 def test_playback_not_started_republishes_the_reply_only(scene):
-    scene.state.on_playback(False, drained_at=0.0)  # nothing played: the hint stands, the reply's states move
-    assert scene.published() == [] and scene.reply_playbacks == [(False, 0.0)]
+    scene.state.on_playback(False, drained_at=0.0, delivered_ms=0.0)  # nothing played: the hint stands
+    assert scene.published() == [] and scene.reply_playbacks == [(False, 0.0, 0.0)]
 
 
 def test_user_input_after_a_text_reply_averages_its_gap(scene):

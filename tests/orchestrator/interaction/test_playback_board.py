@@ -109,7 +109,7 @@ def test_a_turn_publishes_its_requests_until_it_ends(pipeline):
                 if isinstance(event, AudioDelta) and first_audio is None:
                     first_audio = event
                     drained_at = orch.clock() + 30.0
-                    orch.sessions["s"].interaction.on_playback(True, drained_at)
+                    orch.sessions["s"].interaction.on_playback(True, drained_at, event.duration_ms)
                     during = {kind: orch.board.playback(rid) for kind, rid in
                               (("thinker", session.context.thinker_id), ("talker", turn.reply.ids["talker"]),
                                ("vocoder", turn.reply.ids["vocoder"]))}

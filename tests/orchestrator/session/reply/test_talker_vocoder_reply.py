@@ -64,7 +64,7 @@ def test_playback_lead_counts_only_frames_that_need_no_more_talker_work():
         reply.speak(position, step(0.0), "x")
     for frame in range(5):  # 4 frames in the vocoder's first chunk, 1 waiting for the next chunk (of 8)
         reply.on_output("talker", StageOutput("s/talker#0", frame))
-    reply.publish_playback("s/thinker#0", True, 9.0)
+    reply.publish_playback("s/thinker#0", True, 9.0, 1000.0)
     board = reply.bus.board
     # The 4 queued frames (320 ms) count for the talker and the thinker; the 1 waiting and the 1 still
     # to come fill no whole chunk, so the thinker gets no more; the vocoder has only the delivered audio.

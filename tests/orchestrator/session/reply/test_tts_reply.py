@@ -49,7 +49,8 @@ def test_a_segment_of_audio_is_heard_as_its_words():
     assert reply.on_output("tts", StageOutput("s/tts#2", None, is_finished=True)) is None and reply.is_finished
 
 
-def test_playback_is_published_without_a_lead():
+def test_playback_is_published_without_a_lead_and_the_tts_state_counts_the_audio_delivered():
     reply, _ = spoken_reply()
-    reply.publish_playback("s/thinker#0", True, 9.0)
-    assert reply.bus.board.playback("s/thinker#0") == reply.bus.board.playback("s/tts#2") == PlaybackState(True, 9.0)
+    reply.publish_playback("s/thinker#0", True, 9.0, 1000.0)
+    assert reply.bus.board.playback("s/thinker#0") == PlaybackState(True, 9.0)
+    assert reply.bus.board.playback("s/tts#2") == PlaybackState(True, 9.0, delivered_ms=1000.0)
