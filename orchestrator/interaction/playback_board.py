@@ -86,7 +86,7 @@ class PlaybackBoard(InteractionView):
 
 
 def reply_states(started: bool, drained_at: float, frame_ms: float, queued_frames: int,
-                 chunked_frames: int) -> tuple[PlaybackState, ...]:
+                 chunked_frames: int, delivered_ms: float) -> tuple[PlaybackState, ...]:
     """(thinker, talker, vocoder) states of one reply whose delivered audio runs out at `drained_at`.
 
     The vocoder's buffer P is the delivered, unplayed audio. The talker's adds the
@@ -94,9 +94,10 @@ def reply_states(started: bool, drained_at: float, frame_ms: float, queued_frame
     frames the talker made that wait for their vocoder chunk to fill do not count, as
     they play only once more talker work completes the chunk. The thinker's adds
     `chunked_frames`: those frames and the frames of the text the talker has not voiced
-    yet, as far as they fill whole vocoder chunks (they need talker work, no more text).
+    yet, as far as they fill whole vocoder chunks (they need talker work, no more text). The vocoder's
+    counts the `delivered_ms` of audio, for the stage to add the frames it decoded since (see PlaybackState).
     """
     talker_queue_ms = queued_frames * frame_ms
     thinker_queue_ms = (queued_frames + chunked_frames) * frame_ms
     return (PlaybackState(started, drained_at, thinker_queue_ms), PlaybackState(started, drained_at, talker_queue_ms),
-            PlaybackState(started, drained_at, 0.0))
+            PlaybackState(started, drained_at, 0.0, delivered_ms))

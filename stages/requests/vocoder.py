@@ -12,12 +12,13 @@ class VocoderRequest(StageRequest):
     its samples of PCM.
 
     A chunk is decoded together with up to `left_context` earlier frames so that
-    chunked output equals whole-sequence output.
+    chunked output equals whole-sequence output. Each frame is `frame_ms` of audio (`audio_ms`).
     """
 
-    def __init__(self, request_id: str, arrival_time: float, left_context: int) -> None:
+    def __init__(self, request_id: str, arrival_time: float, left_context: int, frame_ms: float) -> None:
         super().__init__(request_id, arrival_time)
         self.left_context = left_context
+        self.frame_ms = frame_ms
         self.frames: list[int | list[int]] = []
         self.is_closed = False
 
@@ -36,6 +37,7 @@ class VocoderRequest(StageRequest):
 
     def advance(self, num_tokens: int, result: torch.Tensor) -> torch.Tensor:
         self.num_computed += num_tokens
+        self.audio_ms += num_tokens * self.frame_ms
         return result
 
     def chunk(self, start: int, end: int) -> tuple[torch.Tensor, int]:

@@ -17,7 +17,7 @@ PRICE = step_cost(MODEL, DEVICE, [ChunkCost(4, 0, 0)]).seconds
 
 
 def plan(now: float) -> SchedulerPlan:
-    return SchedulerPlan(now, chunks=[ScheduledChunk(VocoderRequest("r", 0.0, 0), 0, 4)])
+    return SchedulerPlan(now, chunks=[ScheduledChunk(VocoderRequest("r", 0.0, 0, 80.0), 0, 4)])
 
 
 def step_times(jitter: StepJitter, seed: str, starts) -> list[float]:

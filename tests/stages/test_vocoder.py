@@ -4,6 +4,7 @@ import torch.nn.functional as F
 
 from stages.models.vocoder import Vocoder, VocoderConfig
 from stages.models.weights import init_deterministic
+from stages.requests import VocoderRequest
 
 SPF = 1920
 # A small config with a short frame, so the sample conv (8 samples back) reaches a
@@ -151,3 +152,11 @@ def test_rejects_bad_chunks(vocoder, frames, num_context, message):
 def test_config_validation_names_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
         VocoderConfig(**overrides)
+
+
+def test_a_vocoder_request_counts_its_decoded_frames_audio():
+    request = VocoderRequest("r", 0.0, left_context=2, frame_ms=80.0)
+    request.append([1, 2, 3, 4, 5])
+    request.advance(4, torch.zeros(4 * SPF))
+    request.advance(1, torch.zeros(SPF))
+    assert request.audio_ms == 400.0

@@ -91,7 +91,8 @@ class Qwen3OmniReply(TalkerVocoderReply):
         self._sampling = replace(voice.talker_sampling, seed=voice.talker_sampling.seed + num_turns)
         talker = Qwen3TalkerRequest(talker_id, now, voice.codec_ids) if self._adds_talker else talker_id
         return {StageKind.TALKER: talker,
-                StageKind.VOCODER: VocoderRequest(self.ids[StageKind.VOCODER], now, voice.left_context)}
+                StageKind.VOCODER: VocoderRequest(self.ids[StageKind.VOCODER], now, voice.left_context,
+                                                    voice.frame_ms)}
 
     def _send(self, step: ThinkerStep, text: str) -> None:
         if step.talker_prompt is not None:

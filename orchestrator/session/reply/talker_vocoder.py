@@ -61,19 +61,19 @@ class TalkerVocoderReply(VoicedReply):
         sampling = replace(voice.talker_sampling, seed=voice.talker_sampling.seed + num_turns)
         return {StageKind.TALKER: TalkerRequest(self.ids[StageKind.TALKER], now, voice.frames_per_token, sampling,
                                                 voice.talker_bos_id),
-                StageKind.VOCODER: VocoderRequest(self.ids[StageKind.VOCODER], now, voice.vocoder_left_context)}
+                StageKind.VOCODER: VocoderRequest(self.ids[StageKind.VOCODER], now, voice.vocoder_left_context,
+                                                  voice.frame_ms)}
 
     def _send(self, step: ThinkerStep, text: str) -> None:
         self.first_hop.push([step.hidden])
 
     def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None:
-        """The thinker's, the talker's and the vocoder's lead over playback (see reply_states). Delivered audio
-        is not counted: the vocoder's requests do not count theirs (the lag is a chunk of frames there, where
-        a TTS's is a sentence)."""
+        """The thinker's, the talker's and the vocoder's lead over playback (see reply_states)."""
         usage, to_vocoder = self.usage, self.hops[StageKind.VOCODER].stream
         queued = max(0, usage.codec_frames - to_vocoder.num_buffered - usage.vocoder_frames)
         unvoiced = max(0, len(self.spoken) * self.geometry.frames_per_token - usage.codec_frames)
-        states = reply_states(started, drained_at, self.geometry.frame_ms, queued, to_vocoder.whole_chunks(unvoiced))
+        states = reply_states(started, drained_at, self.geometry.frame_ms, queued, to_vocoder.whole_chunks(unvoiced),
+                              delivered_ms)
         for request_id, state in zip((thinker_id, self.ids[StageKind.TALKER], self.ids[StageKind.VOCODER]), states):
             self.bus.board.publish(request_id, state)
 

@@ -18,8 +18,10 @@ from stages.interaction import PlaybackState
 
 def test_stage_aware_buffers_add_up_downstream_work():
     # 80 ms frames: 8 frames at the vocoder, and 16 more that fill whole vocoder chunks
-    thinker, talker, vocoder = reply_states(True, 100.0, 80.0, queued_frames=8, chunked_frames=16)
-    assert vocoder == PlaybackState(True, 100.0, 0.0)
+    thinker, talker, vocoder = reply_states(True, 100.0, 80.0, queued_frames=8, chunked_frames=16, delivered_ms=640.0)
+    assert vocoder == PlaybackState(True, 100.0, 0.0, delivered_ms=640.0)  # the stage adds frames decoded since
+    assert vocoder.buffer_ms(99.5, audio_ms=800.0) == pytest.approx(500 + 160)
+    assert thinker.delivered_ms is talker.delivered_ms is None
     assert talker.queued_ms == pytest.approx(8 * 80)
     assert thinker.queued_ms == pytest.approx((8 + 16) * 80)
     # P: delivered audio left at `now` plus what later stages hold

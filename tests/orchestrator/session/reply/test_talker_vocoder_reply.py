@@ -70,7 +70,7 @@ def test_playback_lead_counts_only_frames_that_need_no_more_talker_work():
     # to come fill no whole chunk, so the thinker gets no more; the vocoder has only the delivered audio.
     assert board.playback("s/thinker#0") == PlaybackState(True, 9.0, 320.0)
     assert board.playback("s/talker#0") == PlaybackState(True, 9.0, 320.0)
-    assert board.playback("s/vocoder#0") == PlaybackState(True, 9.0, 0.0)
+    assert board.playback("s/vocoder#0") == PlaybackState(True, 9.0, 0.0, delivered_ms=1000.0)
 
 
 def test_unheard_work_counts_what_had_not_started_playing():
