@@ -286,6 +286,7 @@ class InteractionController:
         self.replies.add(turn)
         if turn.request.speak:
             self.monitor.playback.start_item(turn.item_id)
+            self.report_playback()  # its delivery is tracked from now: the stages may count audio not yet sent
         self.listener(ResponseStarted(turn.item_id, turn.request, turn_end))
         self._track(asyncio.ensure_future(self._pump(turn)))
         return turn.item_id

@@ -11,7 +11,7 @@ from orchestrator.interaction.playback_board import PlaybackBoard
 class InteractionState:
     """The single owner of a session's interaction state: its NextUseEstimator and the current reply's
     playback position (`playback`: started, the clock time its delivered audio runs out, and the ms of it
-    delivered).
+    delivered, None until a tracker reports: then no stage counts audio it produced beyond it).
 
     Each interaction fact has one method (`on_user_input`, `on_speech_started`, `on_turn_started`,
     `on_generation_end`, `on_playback`), called on the event loop, that updates the state and then
@@ -25,7 +25,7 @@ class InteractionState:
     def __init__(self, next_use: NextUseEstimator, board: PlaybackBoard, clock: Callable[[], float],
                  thinker_id: Callable[[], str], on_reply_playback: Callable[[], None] = lambda: None) -> None:
         self.next_use = next_use
-        self.playback = (False, 0.0, 0.0)
+        self.playback: tuple[bool, float, float | None] = (False, 0.0, None)
         self._board, self._clock, self._thinker_id = board, clock, thinker_id
         self._on_reply_playback = on_reply_playback
 
@@ -44,7 +44,7 @@ class InteractionState:
         self._publish_next_use()
 
     def on_turn_started(self) -> None:
-        self.playback = (False, 0.0, 0.0)
+        self.playback = (False, 0.0, None)
         self.next_use.on_turn_started(self._clock())
         self._publish_next_use()
 
@@ -52,9 +52,9 @@ class InteractionState:
         self.next_use.on_generation_end(self._clock())
         self._publish_next_use()
 
-    def on_playback(self, started: bool, drained_at: float, delivered_ms: float) -> None:
+    def on_playback(self, started: bool, drained_at: float, delivered_ms: float | None) -> None:
         """The current reply's playback: started, the clock time its delivered audio runs out, and how much
-        of its audio was delivered."""
+        of its audio was delivered (None: its delivery is not tracked)."""
         self.playback = (started, drained_at, delivered_ms)
         if started:
             self.next_use.on_playback(drained_at)

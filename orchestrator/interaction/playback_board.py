@@ -86,7 +86,7 @@ class PlaybackBoard(InteractionView):
 
 
 def reply_states(started: bool, drained_at: float, frame_ms: float, queued_frames: int,
-                 chunked_frames: int, delivered_ms: float) -> tuple[PlaybackState, ...]:
+                 chunked_frames: int, delivered_ms: float | None) -> tuple[PlaybackState, ...]:
     """(thinker, talker, vocoder) states of one reply whose delivered audio runs out at `drained_at`.
 
     The vocoder's buffer P is the delivered, unplayed audio. The talker's adds the

@@ -98,9 +98,9 @@ class Reply(ABC):
       the last stage's request finished.
     - `publish_playback(thinker_id, started, drained_at, delivered_ms)`: tell the stages, through the
       bus's board, how far ahead of the user's playback (started; the clock time the delivered audio runs
-      out; the ms of audio delivered: the session's InteractionState.playback) the thinker request
-      `thinker_id` and each request of the path are. Called after each stage output and each playback
-      fact, until the turn ends.
+      out; the ms of audio delivered, None where nothing tracks it: the session's
+      InteractionState.playback) the thinker request `thinker_id` and each request of the path are.
+      Called after each stage output and each playback fact, until the turn ends.
     - `abort()`: stop every request of the path (the turn was cancelled or failed).
 
     Heard audio, pure (during and after the turn; later context cuts do not change it):
@@ -125,7 +125,8 @@ class Reply(ABC):
     def on_output(self, kind: StageKind, output: StageOutput) -> AudioDelta | None: ...
 
     @abstractmethod
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None: ...
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float,
+                         delivered_ms: float | None) -> None: ...
 
     @abstractmethod
     def abort(self) -> None: ...

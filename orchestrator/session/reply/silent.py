@@ -29,7 +29,8 @@ class SilentReply(Reply):
     def on_output(self, kind: StageKind, output: StageOutput) -> None:
         return None
 
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None:
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float,
+                         delivered_ms: float | None) -> None:
         pass
 
     def abort(self) -> None:

@@ -67,7 +67,8 @@ class TalkerVocoderReply(VoicedReply):
     def _send(self, step: ThinkerStep, text: str) -> None:
         self.first_hop.push([step.hidden])
 
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None:
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float,
+                         delivered_ms: float | None) -> None:
         """The thinker's, the talker's and the vocoder's lead over playback (see reply_states)."""
         usage, to_vocoder = self.usage, self.hops[StageKind.VOCODER].stream
         queued = max(0, usage.codec_frames - to_vocoder.num_buffered - usage.vocoder_frames)

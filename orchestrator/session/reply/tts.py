@@ -69,7 +69,8 @@ class TTSReply(VoicedReply):
         self.spoken_text.add_segment(payload.start, payload.stop, len(payload.pcm))
         return payload.pcm
 
-    def publish_playback(self, thinker_id: str, started: bool, drained_at: float, delivered_ms: float) -> None:
+    def publish_playback(self, thinker_id: str, started: bool, drained_at: float,
+                         delivered_ms: float | None) -> None:
         """Playback only: how long the text the TTS stage holds will play is not known yet. The TTS's state
         counts the audio delivered, so that the stage adds the segments it spoke since, which this state
         reaches it after (a segment is seconds of audio: without them, a reply that just got its first
