@@ -82,6 +82,7 @@ class InteractionController:
                  listener: Callable[[InteractionEvent], None], clock: Callable[[], float],
                  preemptive_reply: bool = False) -> None:
         self.session, self.monitor, self.listener, self.clock = session, monitor, listener, clock
+        session.interaction.tracks_delivery = True
         self.preemptive_reply = preemptive_reply
         self.make_detector = make_detector
         self.turn_taking: TurnTaking | None = None
@@ -286,7 +287,6 @@ class InteractionController:
         self.replies.add(turn)
         if turn.request.speak:
             self.monitor.playback.start_item(turn.item_id)
-            self.report_playback()  # its delivery is tracked from now: the stages may count audio not yet sent
         self.listener(ResponseStarted(turn.item_id, turn.request, turn_end))
         self._track(asyncio.ensure_future(self._pump(turn)))
         return turn.item_id

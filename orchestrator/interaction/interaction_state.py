@@ -11,7 +11,8 @@ from orchestrator.interaction.playback_board import PlaybackBoard
 class InteractionState:
     """The single owner of a session's interaction state: its NextUseEstimator and the current reply's
     playback position (`playback`: started, the clock time its delivered audio runs out, and the ms of it
-    delivered, None until a tracker reports: then no stage counts audio it produced beyond it).
+    delivered: 0 as a turn starts where `tracks_delivery`, else None, and no stage then counts audio it
+    produced beyond it).
 
     Each interaction fact has one method (`on_user_input`, `on_speech_started`, `on_turn_started`,
     `on_generation_end`, `on_playback`), called on the event loop, that updates the state and then
@@ -25,6 +26,7 @@ class InteractionState:
     def __init__(self, next_use: NextUseEstimator, board: PlaybackBoard, clock: Callable[[], float],
                  thinker_id: Callable[[], str], on_reply_playback: Callable[[], None] = lambda: None) -> None:
         self.next_use = next_use
+        self.tracks_delivery = False  # a controller sets it: its PlaybackTracker reports what it delivers
         self.playback: tuple[bool, float, float | None] = (False, 0.0, None)
         self._board, self._clock, self._thinker_id = board, clock, thinker_id
         self._on_reply_playback = on_reply_playback
@@ -44,7 +46,7 @@ class InteractionState:
         self._publish_next_use()
 
     def on_turn_started(self) -> None:
-        self.playback = (False, 0.0, None)
+        self.playback = (False, 0.0, 0.0 if self.tracks_delivery else None)
         self.next_use.on_turn_started(self._clock())
         self._publish_next_use()
 

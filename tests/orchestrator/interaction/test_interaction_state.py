@@ -52,6 +52,9 @@ def test_each_fact_publishes_the_hint_once(scene):
     state.on_turn_started()  # 1 s of speech lead; the new reply has played nothing yet
     assert scene.published() == [("publish_next_use", "s/thinker#0", hint(17.0, 1.5, needed_now=True))]
     assert state.playback == (False, 0.0, None) and state.lead_s == pytest.approx(1.0)
+    state.tracks_delivery = True  # a controller's session: each reply starts with 0 ms delivered
+    state.on_turn_started()
+    assert state.playback == (False, 0.0, 0.0)
 
 
 def test_playback_not_started_republishes_the_reply_only(scene):
