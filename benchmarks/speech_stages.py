@@ -59,8 +59,8 @@ def main() -> None:
     for k in range(repeats + 1):
         steps = timed_steps(asr, [AddRequest(ASRRequest(f"a{k}", 0.0)), AppendInput(f"a{k}", speech, close=True)])
         final = next(s for s, outputs in steps if any(o.payload is not None for o in outputs))
-        words = [AddRequest(TTSRequest(f"t{k}", 0.0))] + [AppendInput(f"t{k}", w if i == 0 else " " + w)
-                                                           for i, w in enumerate(REPLY.split(" "))]
+        words = [AddRequest(TTSRequest(f"t{k}", 0.0, sample_rate=SAMPLE_RATE))]
+        words += [AppendInput(f"t{k}", w if i == 0 else " " + w) for i, w in enumerate(REPLY.split(" "))]
         steps = timed_steps(tts, [*words, AppendInput(f"t{k}", None, close=True)])
         spoken = [(s, o.payload) for s, outputs in steps for o in outputs if o.payload is not None]
         if k:  # the first round warms up

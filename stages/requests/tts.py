@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 
-from stages.models.tts_piper import SAMPLE_RATE
 from stages.requests.base import StageRequest
 from stages.requests.speech_segments import next_segment
 
@@ -42,12 +41,14 @@ class TTSRequest(StageRequest):
     (not started: its first segment is first-audio work, U1).
 
     For the scheduler a round speaks at most one segment of a request, so one reply's
-    later sentences do not delay another's first audio by more than a segment.
+    later sentences do not delay another's first audio by more than a segment. Its segments'
+    PCM is at `sample_rate` (`audio_ms` counts it).
     """
 
     def __init__(self, request_id: str, arrival_time: float, first_segment_words: int = 4,
-                 max_segment_words: int = 20) -> None:
+                 max_segment_words: int = 20, *, sample_rate: int) -> None:
         super().__init__(request_id, arrival_time)
+        self.sample_rate = sample_rate
         self.first_segment_words = first_segment_words
         self.max_segment_words = max_segment_words
         self.text = ""
@@ -91,5 +92,5 @@ class TTSRequest(StageRequest):
         index = self.num_computed
         self.num_computed += num_tokens
         span = self.spans[index]
-        self.audio_ms += 1000.0 * len(result) / SAMPLE_RATE
+        self.audio_ms += 1000.0 * len(result) / self.sample_rate
         return SpeechSegment(index, self.segment_text(index), span.start, span.stop, result)

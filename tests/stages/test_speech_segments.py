@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from stages.requests import TTSRequest
 
 REPLY = "The capital of France is Paris. It is a large city."
+RATE = 24000  # the segments' PCM
 
 
 def segments(request: TTSRequest) -> list[str]:
@@ -18,7 +19,7 @@ def segments(request: TTSRequest) -> list[str]:
 
 def streamed(text: str, pieces: list[int], first: int = 4, most: int = 20, close: bool = True) -> TTSRequest:
     """`text` appended in pieces cut at the offsets `pieces`, then closed if `close`."""
-    request = TTSRequest("t", 0.0, first, most)
+    request = TTSRequest("t", 0.0, first, most, sample_rate=RATE)
     for start, stop in zip([0, *pieces], [*pieces, len(text)]):
         request.append(text[start:stop])
     if close:
@@ -31,7 +32,7 @@ def test_the_first_segment_is_a_few_words_then_sentences():
 
 
 def test_a_word_counts_once_the_next_one_begins():
-    request = TTSRequest("t", 0.0)
+    request = TTSRequest("t", 0.0, sample_rate=RATE)
     request.append("The capital of Fra")
     request.append("nce ")  # "France" may still go on ("Frances"): nothing is cut yet
     assert request.num_known == 0
@@ -76,7 +77,7 @@ def test_a_closed_reply_without_words_has_no_segment_and_is_finished():
 def test_a_spoken_segment_adds_its_audio_to_the_requests_audio_ms():
     request = streamed(REPLY, [])
     assert request.audio_ms == 0.0
-    first = request.advance(1, torch.zeros(18000))  # 0.75 s at 24 kHz
+    first = request.advance(1, torch.zeros(18000))  # 0.75 s
     second = request.advance(1, torch.zeros(36000))
     assert (first.index, second.index, request.audio_ms) == (0, 1, 2250.0)
 

@@ -29,7 +29,8 @@ def tts():
 
 def streamed_reply(tts, request_id: str, text: str) -> None:
     """Submit a reply as an LLM streams it: a request, then word-sized deltas with their leading space."""
-    tts.engine.submit(AddRequest(TTSRequest(request_id, 0.0, first_segment_words=4, max_segment_words=20)))
+    request = TTSRequest(request_id, 0.0, first_segment_words=4, max_segment_words=20, sample_rate=RATE)
+    tts.engine.submit(AddRequest(request))
     for index, word in enumerate(text.split(" ")):
         tts.engine.submit(AppendInput(request_id, word if index == 0 else " " + word))
 

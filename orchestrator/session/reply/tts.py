@@ -56,7 +56,7 @@ class TTSReply(VoicedReply):
     def _requests(self, now: float, num_turns: int) -> dict[StageKind, StageRequest]:
         voice = self.geometry
         return {StageKind.TTS: TTSRequest(self.ids[StageKind.TTS], now, voice.first_segment_words,
-                                          voice.max_segment_words)}
+                                          voice.max_segment_words, sample_rate=voice.sample_rate)}
 
     def _send(self, step: ThinkerStep, text: str) -> None:
         self.spoken_text.add_token(text)
