@@ -35,8 +35,8 @@ class PiperVoiceConfig:
     scales the voice's own level (its speech is about -26 dBFS RMS; every segment gets the
     same gain, so the level does not jump between segments). `decoder_dtype`: "float32" runs the
     voice's graph as shipped on onnxruntime; "bfloat16" runs its HiFi-GAN decoder (~3/4 of the
-    time) in torch in bfloat16 (`stages.models.piper_decoder`): a segment ~27 % cheaper, its
-    audio at an SNR of 38-40 dB against float32's.
+    time) in torch in bfloat16 (`stages.models.piper_decoder`): cheaper, its audio close to
+    float32's (benchmarks/log/2026-11-30-tts-decoder.md).
     """
 
     first_segment_words: int = 4
