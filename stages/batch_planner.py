@@ -38,7 +38,8 @@ class BatchPlanner:
     request decoding after it in the order (within `max_num_seqs`): a first-audio prefill
     ordered first takes what is left once the replies playing have their next position, so
     that a long prompt never stalls every reply for a round (FCFS's order, which puts replies
-    before later turns, has no such stall).
+    before later turns, has no such stall). With a `prefill_cap` the round's chunks of more than
+    one position take at most that many positions in all; single positions are not capped.
     """
 
     def __init__(self, config: SchedulerConfig, residency: Residency, preemptor: Preemptor,
@@ -53,9 +54,10 @@ class BatchPlanner:
         self._growth = 0  # blocks the admitted requests still to plan in this round grow into
         self._admitted = 0  # admitted requests in the order: a recomputation leaves a block for each
 
-    def plan(self, ordered: list[StageRequest], plan: SchedulerPlan) -> None:
+    def plan(self, ordered: list[StageRequest], plan: SchedulerPlan, prefill_cap: int | None = None) -> None:
         """Append to `plan` the chunks of this round, and the requests preempted for them."""
         budget = self.config.max_num_batched_tokens
+        prefill_left = budget if prefill_cap is None else prefill_cap
         running = RequestStatus.RUNNING
         grows = {r.request_id: self.residency.blocks_to_grow(r) for r in ordered if r.status is running}
         self._growth, self._admitted = sum(grows.values()), len(grows)
@@ -69,10 +71,12 @@ class BatchPlanner:
                 decoders_left -= 1
             elif decoders_left:
                 reserve = min(decoders_left, self.config.max_num_seqs - len(plan.chunks) - 1)
-            chunk = self._plan_chunk(request, budget - reserve, ordered, plan) if budget > reserve else None
+            limit = budget - reserve if request.num_pending == 1 else min(budget - reserve, prefill_left)
+            chunk = self._plan_chunk(request, limit, ordered, plan) if limit > 0 else None
             if chunk is not None:
                 plan.chunks.append(chunk)
                 budget -= chunk.num_tokens
+                prefill_left -= chunk.num_tokens if chunk.num_tokens > 1 else 0
                 request.status = running
                 request.last_scheduled_time = plan.now
 

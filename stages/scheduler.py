@@ -121,7 +121,7 @@ class Scheduler:
         self.residency.sweep(dormant, now)
         ordered = self.policy.order(ready, now)
         self.residency.follow_holds(self.policy.resume_at, self.requests, now)
-        self.planner.plan(ordered, plan)
+        self.planner.plan(ordered, plan, self.policy.prefill_cap)
         return plan
 
     def _scan(self, now: float, newly_ready: list[str]) -> tuple[list[StageRequest], list[StageRequest]]:

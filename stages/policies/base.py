@@ -99,6 +99,10 @@ class SchedulingPolicy(ABC):
     - `reserves_decode_budget`: whether a prefill chunk leaves a token of the round's
       budget for each admitted request decoding after it in the order (see BatchPlanner);
       a policy that orders new turns before replies playing sets it.
+    - `prefill_cap`: set by `order` for its round: at most how many positions the round's
+      chunks of more than one position (prefills) take in all (None: the round's budget).
+      A round's time grows with its prefill, and a reply playing gets its next position
+      only when the round ends.
     - `order` runs on the engine thread every round that has ready work: keep it cheap.
     - `counters` are cumulative ints, cheap to read from any thread (possibly a
       round stale); their names are the policy's own, read this way by exporters:
@@ -108,6 +112,7 @@ class SchedulingPolicy(ABC):
 
     prefill_patience_s = 0.0
     reserves_decode_budget = False
+    prefill_cap: int | None = None
 
     def __init__(self, params: object, view: InteractionView | None = None,
                  kv: PolicyKV | None = None, device: SharedDevice | None = None) -> None:

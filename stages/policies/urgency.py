@@ -11,7 +11,7 @@ from stages.interaction import InteractionView, PlaybackState
 from stages.policies.base import PolicyKV, R, SchedulingPolicy
 from stages.requests.base import RequestStatus
 from stages.shared_device import SharedDevice
-from stages.validation import require_number
+from stages.validation import require_number, require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class UrgencyParams:
     `u1_max_pass_ms` after it (.inf: no bound). An admitted request's prefill short of KV
     waits for the replies decoding to end at most `prefill_patience_ms` from when it became
     ready, then preempts as FCFS's do (.inf: it waits while any decodes). While a reply
+    playing at a stage with KV is at risk, a round prefills at most `at_risk_prefill_tokens`
+    positions (None: the stage's token budget). While a reply
     playing at the stage has at most `gate_buffer_ms` (<= p_safe_ms) left to play,
     first-audio requests wait, each at most `first_audio_gate_ms` from when it became
     ready (0, the default: never; .inf: for as long as that lasts).
@@ -50,6 +52,7 @@ class UrgencyParams:
     prefill_patience_ms: float = 500.0
     first_audio_gate_ms: float = 0.0
     gate_buffer_ms: float = 100.0
+    at_risk_prefill_tokens: int | None = 256
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")
@@ -66,6 +69,8 @@ class UrgencyParams:
         require_number(self, "first_audio_gate_ms", lambda v: v >= 0, "a number >= 0 (.inf: no bound)")
         require_number(self, "gate_buffer_ms", lambda v: 0 <= v <= self.p_safe_ms,
                        f"a number between 0 and p_safe_ms ({self.p_safe_ms})")
+        if self.at_risk_prefill_tokens is not None:
+            require_positive_ints(self, "at_risk_prefill_tokens")
 
 
 Playback = Callable[[str], PlaybackState | None]
@@ -152,6 +157,11 @@ class UrgencyPolicy(SchedulingPolicy):
     waiting for replies to end is a wait FCFS's order does not have, so its regret is bounded.
     Nor does a first-audio prefill ordered before the replies playing take the token budget
     their next positions need (`reserves_decode_budget`): they decode in the same round.
+    And while a reply playing at a stage with KV is at risk (U0), the round's prefills take at
+    most `at_risk_prefill_tokens` positions (`prefill_cap`): that reply's next position comes
+    when the round ends, and a round's time grows with its prefill. In a burst of new turns
+    the replies started first otherwise ran dry while the rest prefilled in rounds of 512
+    positions (a grid scenario of 48 users at once: benchmarks/log/2026-12-01-prefill-cap.md).
 
     Counters: `rounds`, and per request and round exactly one of `u0`, `u1`, `u2`,
     `fallbacks` (no telemetry, ordered as U1), `speculative`, `held`, `yielded` and `gated`.
@@ -170,6 +180,7 @@ class UrgencyPolicy(SchedulingPolicy):
     def order(self, requests: Sequence[R], now: float) -> list[R]:
         playback = self.view.playback if self.view is not None else _no_telemetry
         pool_affords = self._pool_affords_pacing(requests, playback)
+        self.prefill_cap = None
         if not requests:
             self._report(False, pool_affords)
             self.resume_at = {}
@@ -219,6 +230,8 @@ class UrgencyPolicy(SchedulingPolicy):
             u2.append(request)
             u2_buffers.append(buffer_ms)
         self.resume_at = resume_at
+        if u0 and self.kv is not None:
+            self.prefill_cap = params.at_risk_prefill_tokens
         num_gated = 0
         if params.first_audio_gate_ms and u0 and len(u1) > num_fallbacks and min(u0_keys) <= params.gate_buffer_ms:
             u1_keys, u1, num_gated = self._gate(u1_keys, u1, playback, now)

@@ -75,6 +75,17 @@ def test_the_decode_reserve_counts_only_the_replies_the_sequence_budget_leaves_r
     assert chunks(plan) == [("new", 0, 7), ("r1", 4, 1)]  # one sequence left after the prompt: one token kept
 
 
+def test_a_prefill_cap_bounds_the_rounds_chunks_of_many_positions_in_all_not_its_single_positions():
+    residency, requests = NoKVResidency(), {}
+    replies = [resident_without_kv(requests, rid) for rid in ("r1", "r2")]
+    for rid in ("p", "q"):
+        requests[rid] = thinker(rid, 0.0, [3] * 5, max_tokens=None, close=False)
+    planner, _, _ = planner_for(residency, requests, max_tokens=16)
+    plan = SchedulerPlan()
+    planner.plan([requests["p"], replies[0], requests["q"], replies[1]], plan, prefill_cap=7)
+    assert chunks(plan) == [("p", 0, 5), ("r1", 4, 1), ("q", 0, 2), ("r2", 4, 1)]
+
+
 def resident_without_kv(requests: dict, rid: str):
     """An admitted reply at a stage without KV: 4 positions computed, its next one pending."""
     request = thinker(rid, 0.0, list(range(5)), max_tokens=None, close=False)

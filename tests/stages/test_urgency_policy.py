@@ -70,6 +70,8 @@ def ids(requests) -> list[str]:
     ("prefill_patience_ms", -1, "prefill_patience_ms must be a number >= 0 (.inf: wait while any decodes), got -1"),
     ("first_audio_gate_ms", -1, "first_audio_gate_ms must be a number >= 0 (.inf: no bound), got -1"),
     ("gate_buffer_ms", 401, "gate_buffer_ms must be a number between 0 and p_safe_ms (400.0), got 401"),
+    ("at_risk_prefill_tokens", 0, "at_risk_prefill_tokens must be a positive integer, got 0"),
+    ("at_risk_prefill_tokens", 64.0, "at_risk_prefill_tokens must be a positive integer, got 64.0"),
     ("p_resume_ms", 400, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 400"),
     ("p_resume_ms", 2000, "p_resume_ms must be a number between p_safe_ms (400.0) and p_max_ms (2000.0), or null, got 2000"),
 ])
@@ -83,6 +85,8 @@ def test_urgency_parameter_defaults_and_a_policy_gets_its_own_params():
     params = UrgencyParams()
     assert (params.p_safe_ms, params.p_yield_ms, params.p_max_ms) == (400.0, 1000.0, 2000.0)
     assert (params.alpha, params.beta, params.u1_ms_per_position) == (1.0, 0.25, 1.0)
+    assert params.at_risk_prefill_tokens == 256
+    assert UrgencyParams(at_risk_prefill_tokens=None).at_risk_prefill_tokens is None
     assert UrgencyParams(p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     assert make_policy(SchedulerConfig(policy="urgency")).params == params  # None: the policy's defaults
     assert make_policy(SchedulerConfig()).params == FCFSParams()
@@ -302,6 +306,25 @@ def test_a_long_first_audio_prompt_does_not_stall_the_replies_playing(policy, ex
     view.states["c"] = NOT_STARTED
     plan, _ = step(scheduler, runner)
     assert chunks_of(plan) == expected
+
+
+@pytest.mark.parametrize("a_buffer_ms, cap, expected", [
+    (300.0, 3, [("a", 2, 1), ("c", 0, 3), ("b", 2, 1)]),    # a at risk: the prompt takes at most 3 positions
+    (300.0, None, [("a", 2, 1), ("c", 0, 6), ("b", 2, 1)]),  # no cap: what the budget leaves the replies
+    (900.0, 3, [("c", 0, 6), ("b", 2, 1), ("a", 2, 1)]),    # nobody at risk: no cap
+])
+def test_while_a_reply_playing_is_at_risk_a_round_prefills_at_most_the_cap(a_buffer_ms, cap, expected):
+    view = FakeView(a=playing(700.0), b=playing(700.0))
+    params = UrgencyParams(at_risk_prefill_tokens=cap)
+    scheduler, runner, _ = make_scheduler(max_tokens=8, max_seqs=4, view=view, policy="urgency", params=params)
+    scheduler.add(thinker("a", 0.0, [1, 2], max_tokens=20))
+    scheduler.add(thinker("b", 1.0, [3, 4], max_tokens=20))
+    step(scheduler, runner)
+    scheduler.add(thinker("c", 2.0, [5] * 9, max_tokens=2))
+    view.states["a"], view.states["c"] = playing(a_buffer_ms), NOT_STARTED
+    plan, _ = step(scheduler, runner)
+    assert chunks_of(plan) == expected
+    assert scheduler.policy.prefill_cap == (cap if a_buffer_ms <= 400.0 else None)
 
 
 def test_a_new_first_audio_request_leaves_running_replies_room_to_decode():
