@@ -34,7 +34,8 @@ class UrgencyParams:
     waits for the replies decoding to end at most `prefill_patience_ms` from when it became
     ready, then preempts as FCFS's do (.inf: it waits while any decodes). While a reply
     playing at a stage with KV is at risk, a round prefills at most `at_risk_prefill_tokens`
-    positions (None: the stage's token budget). While a reply
+    positions (None, the default: the stage's token budget; a count of positions, so a
+    machine's own: what a round of them costs differs by model and device). While a reply
     playing at the stage has at most `gate_buffer_ms` (<= p_safe_ms) left to play,
     first-audio requests wait, each at most `first_audio_gate_ms` from when it became
     ready (0, the default: never; .inf: for as long as that lasts).
@@ -52,7 +53,7 @@ class UrgencyParams:
     prefill_patience_ms: float = 500.0
     first_audio_gate_ms: float = 0.0
     gate_buffer_ms: float = 100.0
-    at_risk_prefill_tokens: int | None = 256
+    at_risk_prefill_tokens: int | None = None
 
     def __post_init__(self) -> None:
         require_number(self, "p_safe_ms", lambda v: 0 < v < math.inf, "a finite number > 0")

@@ -85,8 +85,7 @@ def test_urgency_parameter_defaults_and_a_policy_gets_its_own_params():
     params = UrgencyParams()
     assert (params.p_safe_ms, params.p_yield_ms, params.p_max_ms) == (400.0, 1000.0, 2000.0)
     assert (params.alpha, params.beta, params.u1_ms_per_position) == (1.0, 0.25, 1.0)
-    assert params.at_risk_prefill_tokens == 256
-    assert UrgencyParams(at_risk_prefill_tokens=None).at_risk_prefill_tokens is None
+    assert params.at_risk_prefill_tokens is None
     assert UrgencyParams(p_safe_ms=100, p_max_ms=math.inf, alpha=0, beta=2.5).p_max_ms == math.inf
     assert make_policy(SchedulerConfig(policy="urgency")).params == params  # None: the policy's defaults
     assert make_policy(SchedulerConfig()).params == FCFSParams()
