@@ -69,6 +69,8 @@ def test_the_lab_config_is_tiny_omni():
          r"stages\.thinker\.kv: preload_at must be one of \('speech_start', 'pause'\), got 'speech_end'"),
         (lambda d: d["stages"]["thinker"]["scheduler"].update(urgency={"p_resume_ms": 2500}),
          r"stages\.thinker\.scheduler\.urgency: p_resume_ms must be a number between p_safe_ms"),
+        (lambda d: d["stages"]["thinker"]["scheduler"].update(urgency={"at_risk_prefill_tokens": 0}),
+         r"stages\.thinker\.scheduler\.urgency: at_risk_prefill_tokens must be a positive integer, got 0"),
         (lambda d: d.update(interaction={"pause_ms": -1}),
          r"interaction: pause_ms must be a number of ms in \[0, 10000\], got -1"),
         (lambda d: d.update(interaction={"preemptive_reply": "maybe"}),
