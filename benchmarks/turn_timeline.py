@@ -6,9 +6,10 @@ response's audio TTFP (end of the user's turn -> first audio sent) into stage by
 
 Per response, from the end of the user's turn t0 (all clock times are time.monotonic, shared by
 the server's processes):
-- thinker: when the turn's request first had work after t0 (`ready`: the ASR's final, for a voice
-  agent), its first step computing the session's context, and that step's end (the reply's first
-  tokens come out of the first decode step);
+- thinker: when the turn's request last got work before its first step after t0 (`ready`: the ASR's
+  final, for a voice agent; negative where the work came before the turn ended, a spoken turn's
+  encoded speech), that step's start and its end (the reply's first tokens come out of the first
+  decode step);
 - talker, vocoder (an omni model) or tts (a voice agent): when the turn's request first had work
   (`ready`), its first step's start (`wait`: queued that long) and end (its first output);
 - first_audio: the server sent the first audio delta.
@@ -52,6 +53,9 @@ class StageTimeline:
     def first_ready(self, request_id: str, after: float) -> float | None:
         return next((t for t in self.ready.get(request_id, ()) if t >= after), None)
 
+    def last_ready(self, request_id: str, until: float) -> float | None:
+        return next((t for t in reversed(self.ready.get(request_id, ())) if t <= until), None)
+
     def queued_behind(self, request_id: str, start: float, end: float) -> tuple[int, float]:
         """Steps run in [start, end) without `request_id`, and their compute seconds."""
         others = [s for s in self.steps if start <= s["t"] < end and all(r != request_id for r, _ in s["run"])]
@@ -65,7 +69,7 @@ def breakdown(response: dict, stages: dict[str, StageTimeline]) -> dict[str, flo
     speech = [kind for kind in SPEECH if kind in requests]
     if response["first_audio"] is None or thinker is None or not speech:
         return None
-    thinker_ready = stages["thinker"].first_ready(requests["thinker"], t0)
+    thinker_ready = stages["thinker"].last_ready(requests["thinker"], thinker["t"])  # before t0: speculative work
     if thinker_ready is not None:
         figures["thinker_ready"] = 1000 * (thinker_ready - t0)
     figures["thinker_start"] = 1000 * (thinker["t"] - t0)
@@ -87,7 +91,8 @@ def summarize(trace_dir: Path) -> tuple[int, dict[str, tuple[float, float]]]:
     stages = {kind: StageTimeline(read_lines(trace_dir / f"{kind}.jsonl")) for kind in STAGES
               if (trace_dir / f"{kind}.jsonl").exists()}
     rows = [row for response in read_lines(trace_dir / "responses.jsonl") if (row := breakdown(response, stages))]
-    columns = {key: [row[key] for row in rows] for key in (rows[0] if rows else {})}
+    keys = dict.fromkeys(key for row in rows for key in row)  # a figure some turns lack (thinker_ready: a
+    columns = {key: [row[key] for row in rows if key in row] for key in keys}  # spoken turn's came before t0)
     return len(rows), {key: (statistics.median(values), _p90(values)) for key, values in columns.items()}
 
 
