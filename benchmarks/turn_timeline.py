@@ -91,8 +91,8 @@ def summarize(trace_dir: Path) -> tuple[int, dict[str, tuple[float, float]]]:
     stages = {kind: StageTimeline(read_lines(trace_dir / f"{kind}.jsonl")) for kind in STAGES
               if (trace_dir / f"{kind}.jsonl").exists()}
     rows = [row for response in read_lines(trace_dir / "responses.jsonl") if (row := breakdown(response, stages))]
-    keys = dict.fromkeys(key for row in rows for key in row)  # a figure some turns lack (thinker_ready: a
-    columns = {key: [row[key] for row in rows if key in row] for key in keys}  # spoken turn's came before t0)
+    keys = dict.fromkeys(key for row in rows for key in row)  # thinker_ready is absent where no ready is traced
+    columns = {key: [row[key] for row in rows if key in row] for key in keys}
     return len(rows), {key: (statistics.median(values), _p90(values)) for key, values in columns.items()}
 
 
