@@ -17,6 +17,7 @@ from monitor.turn_detector import (
     TurnDetector,
     TurnEvent,
 )
+from monitor.vad_batcher import VadBatcher
 
 __all__ = [
     "BargeIn",
@@ -37,5 +38,6 @@ __all__ = [
     "TurnCompletion",
     "TurnDetector",
     "TurnEvent",
+    "VadBatcher",
     "VoiceConfidence",
 ]

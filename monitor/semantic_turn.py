@@ -68,10 +68,10 @@ class SemanticTurnDetector(TurnDetector):
     about the turn's audio so far (from the onset less the prefix padding, at most the last 8 s, through
     the current window); a probability >= the eagerness' threshold ends the speech there, at the run's
     start (a stop in the window that would lull or pause speech replaces that event). A model call costs tens of ms:
-    `feed` belongs on a worker thread (inline_samples is 0).
+    `decide` (and `feed`) belong on a worker thread (`decides_inline` is False).
     """
 
-    inline_samples = 0
+    decides_inline = False
 
     def __init__(self, vad: VoiceConfidence, model: TurnCompletion, config: SemanticTurnConfig = SemanticTurnConfig()):
         self.model, self.semantic = model, config
@@ -84,10 +84,10 @@ class SemanticTurnDetector(TurnDetector):
         self._turn_windows = 0  # windows of the current turn (onset less prefix padding) held in _windows
         self._next_check_ms = MIN_PAUSE_MS
 
-    def _step(self, window: np.ndarray) -> TurnEvent | None:
+    def _step(self, window: np.ndarray, probability: float) -> TurnEvent | None:
         self._windows.append(window)
         self._turn_windows = min(self._turn_windows + 1, self._windows.maxlen)
-        return super()._step(window)
+        return super()._step(window, probability)
 
     def _maybe_start(self, probability: float, start_ms: int) -> SpeechStarted | None:
         event = super()._maybe_start(probability, start_ms)

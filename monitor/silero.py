@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,7 +23,8 @@ class VoiceConfidence(Protocol):
     """Per-window speech probability of one audio stream.
 
     Implementations are stateful (the stream's recurrent state) and serve one
-    stream; `reset()` starts a new stream.
+    stream; `reset()` starts a new stream. One that can score many streams in one
+    call also has `probabilities_together` (see SileroVAD's), which VadBatcher uses.
     """
 
     def speech_probability(self, window: np.ndarray) -> float:
@@ -98,3 +100,19 @@ class SileroVAD:
         probability, self._state = self._session.run(None, feeds)
         self._context = x[:, -CONTEXT_SAMPLES:]
         return float(probability[0, 0])
+
+    @staticmethod
+    def probabilities_together(streams: Sequence[SileroVAD], windows: np.ndarray) -> np.ndarray:
+        """The next window of each of `streams` (rows of `windows`, [len(streams), 512]) in one model call,
+        each stream's state carried on as `speech_probability` carries it; the probabilities, [len(streams)].
+        The streams must be distinct and share one model file (ValueError otherwise)."""
+        if len({id(s) for s in streams}) < len(streams) or len({id(s._session) for s in streams}) > 1:
+            raise ValueError("probabilities_together scores distinct streams of one model file")
+        x = np.concatenate([np.concatenate([s._context for s in streams]), windows.astype(np.float32)], axis=1)
+        state = np.concatenate([s._state for s in streams], axis=1)
+        feeds = {"input": x, "state": state, "sr": streams[0]._sample_rate}
+        probability, state = streams[0]._session.run(None, feeds)
+        for row, stream in enumerate(streams):
+            stream._state = state[:, row : row + 1]
+            stream._context = x[row : row + 1, -CONTEXT_SAMPLES:]
+        return probability[:, 0]

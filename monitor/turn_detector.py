@@ -1,6 +1,7 @@
 """Turn detection: a speech start/stop state machine over 32 ms VAD windows."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,7 +10,6 @@ from monitor.silero import SAMPLE_RATE, WINDOW_SAMPLES, VoiceConfidence
 
 WINDOW_MS = WINDOW_SAMPLES * 1000 // SAMPLE_RATE
 HYSTERESIS = 0.15
-INLINE_SAMPLES = SAMPLE_RATE  # a feed of up to 1 s costs little enough to run on the caller's event loop
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,11 @@ class TurnDetector:
         the window that would lull replaces the lull. Once the run covers
         silence_duration_ms, speech stops at the run's start.
     Events come out of the `feed` call whose audio completed the deciding
-    window; more input never changes events already emitted. A feed of up to
-    `inline_samples` samples is cheap enough for an event loop.
+    window; more input never changes events already emitted. `decide` is cheap
+    enough for an event loop where `decides_inline` (the VAD's scoring is the cost).
     """
 
-    inline_samples = INLINE_SAMPLES
+    decides_inline = True
 
     def __init__(self, vad: VoiceConfidence, config: TurnDetectionConfig = TurnDetectionConfig()) -> None:
         self.vad = vad
@@ -141,23 +141,29 @@ class TurnDetector:
 
     def feed(self, pcm16k: np.ndarray) -> list[TurnEvent]:
         """Consume mono float32 16 kHz samples; return the events they decided."""
+        windows = self.split(pcm16k)
+        return self.decide(windows, [self.vad.speech_probability(window) for window in windows])
+
+    def split(self, pcm16k: np.ndarray) -> np.ndarray:
+        """The windows [k, 512] that mono float32 16 kHz samples complete, the rest kept for the next call.
+        With `decide`, `feed` in two parts, so that the VAD's scoring can run elsewhere (VadBatcher): each
+        split's windows must be decided, in order, before the next split's."""
         pcm = np.asarray(pcm16k, dtype=np.float32)
         if pcm.ndim != 1:
             raise ValueError(f"pcm16k must be 1-D mono, got shape {pcm.shape}")
         audio = np.concatenate([self._pending, pcm])
         num_full = len(audio) // WINDOW_SAMPLES
-        events = []
-        for k in range(num_full):
-            event = self._step(audio[k * WINDOW_SAMPLES:(k + 1) * WINDOW_SAMPLES])
-            if event is not None:
-                events.append(event)
         self._pending = audio[num_full * WINDOW_SAMPLES:].copy()
-        return events
+        return audio[: num_full * WINDOW_SAMPLES].reshape(num_full, WINDOW_SAMPLES)
 
-    def _step(self, window: np.ndarray) -> TurnEvent | None:
+    def decide(self, windows: np.ndarray, probabilities: Sequence[float]) -> list[TurnEvent]:
+        """The events of `split`'s windows, whose speech probabilities `self.vad` gave."""
+        events = [self._step(window, float(probability)) for window, probability in zip(windows, probabilities)]
+        return [event for event in events if event is not None]
+
+    def _step(self, window: np.ndarray, probability: float) -> TurnEvent | None:
         start_ms = self.num_windows * WINDOW_MS
         self.num_windows += 1
-        probability = self.vad.speech_probability(window)
         if self.is_speaking:
             return self._maybe_stop(probability, start_ms)
         return self._maybe_start(probability, start_ms)

@@ -16,6 +16,7 @@ from monitor import (
     TurnCompletion,
     TurnDetectionConfig,
     TurnDetector,
+    VadBatcher,
     VoiceConfidence,
 )
 from orchestrator.config import PipelineConfig
@@ -54,6 +55,7 @@ class Orchestrator:
         self.config = config
         self.clock = clock
         self.vad, self.turn_model = vad, turn_model
+        self.vad_batcher = VadBatcher()  # every session's VAD windows scored together
         model_tokenizer, default_instructions = thinker_text(config.thinker)
         tokenizer = tokenizer or model_tokenizer
         self.bus = StageBus(placement or LocalPlacement(), clock)
@@ -96,7 +98,7 @@ class Orchestrator:
         session = self.open_session(session_id, instructions)
         monitor = SessionMonitor(self.make_detector(TurnDetectionConfig()), self.clock)
         controller = InteractionController(session, monitor, self.make_detector, listener, self.clock,
-                                           self.config.interaction.preemptive_reply)
+                                           self.vad_batcher, self.config.interaction.preemptive_reply)
         self.interactions[session_id] = controller
         return controller
 

@@ -20,6 +20,7 @@ from monitor import (
     SpeechStarted,
     SpeechStopped,
     TurnDetectionConfig,
+    VadBatcher,
 )
 from orchestrator.interaction.draft_reply import DraftReply
 from orchestrator.interaction.events import (
@@ -80,8 +81,9 @@ class InteractionController:
     def __init__(self, session: Session, monitor: SessionMonitor,
                  make_detector: Callable[[TurnDetectionConfig | SemanticTurnConfig], object],
                  listener: Callable[[InteractionEvent], None], clock: Callable[[], float],
-                 preemptive_reply: bool = False) -> None:
+                 vad_batcher: VadBatcher, preemptive_reply: bool = False) -> None:
         self.session, self.monitor, self.listener, self.clock = session, monitor, listener, clock
+        self.vad_batcher = vad_batcher
         session.interaction.tracks_delivery = True
         self.preemptive_reply = preemptive_reply
         self.make_detector = make_detector
@@ -122,17 +124,19 @@ class InteractionController:
     # input audio
 
     async def feed_audio(self, pcm16k: np.ndarray) -> None:
-        """Buffer the user's audio (ValueError, nothing kept, past MAX_UNCOMMITTED_S) and detect turns in it;
-        a feed the detector calls costly (over its `inline_samples`) runs on a worker thread, so other sessions go
-        on meanwhile."""
+        """Buffer the user's audio (ValueError, nothing kept, past MAX_UNCOMMITTED_S) and detect turns in it:
+        its VAD windows are scored with every session's waiting (`vad_batcher`), and a detector that does not
+        decide inline (semantic_vad's) decides on a worker thread, so other sessions go on meanwhile."""
         self.buffer.append(pcm16k)
         detector = self.monitor.detector
         if self._heard is not None:
             self._heard.append(pcm16k, pausing=self.turn_taking is not None and detector.is_pausing)
         if self.turn_taking is None:
             return
-        found = (detector.feed(pcm16k) if len(pcm16k) <= detector.inline_samples
-                 else await asyncio.to_thread(detector.feed, pcm16k))
+        windows = detector.split(pcm16k)
+        probabilities = await self.vad_batcher.probabilities(detector.vad, windows)
+        found = (detector.decide(windows, probabilities) if detector.decides_inline
+                 else await asyncio.to_thread(detector.decide, windows, probabilities))
         for turn_event in found:  # one at a time: speech that resumes right after a turn ends cuts the reply it started
             for event in self.monitor.observe([turn_event]):
                 self._on_vad(event)

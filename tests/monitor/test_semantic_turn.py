@@ -79,4 +79,4 @@ def test_speech_resuming_resets_the_pause_and_the_model_hears_at_most_8_s(script
 
 
 def test_a_semantic_feed_is_not_run_on_an_event_loop(scripted_vad):
-    assert detector(scripted_vad, [], ScriptedModel(0.5)).inline_samples == 0
+    assert detector(scripted_vad, [], ScriptedModel(0.5)).decides_inline is False
