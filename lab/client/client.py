@@ -188,9 +188,10 @@ class RealtimeClient:
         self.tracker.mark_turn_end(self.clock())
         await self._send({"type": "input_audio_buffer.commit"})
 
-    async def create_response(self, **overrides: Any) -> None:
-        """`response.create`, with `overrides` as its `response` object if given."""
-        self.tracker.mark_turn_end(self.clock())
+    async def create_response(self, turn_end_t: float | None = None, **overrides: Any) -> None:
+        """`response.create`, with `overrides` as its `response` object if given; the reply's TTFP counts from
+        `turn_end_t` (default: now)."""
+        self.tracker.mark_turn_end(self.clock() if turn_end_t is None else turn_end_t)
         await self._send({"type": "response.create", **({"response": overrides} if overrides else {})})
 
     async def cancel_response(self) -> None:

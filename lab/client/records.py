@@ -42,7 +42,7 @@ class TurnRecord:
 
     `turn_end_t` is when the user's turn ended as the client knows it: the latest of
     `speech_stopped` received, `input_audio_buffer.commit` sent and `response.create`
-    sent before `response.created` arrived (None if none happened).
+    sent (or the turn end it was sent with) before `response.created` arrived (None if none happened).
     """
 
     response_id: str

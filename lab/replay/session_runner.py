@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.client.audio import silence
+from lab.client.audio import SAMPLE_RATE, silence
 from lab.client.client import RealtimeClient, RealtimeError, default_session
 from lab.client.records import TurnRecord
 from lab.metrics import RequestMetrics
@@ -87,11 +87,13 @@ async def _replay_turn(client: RealtimeClient, planned: PlannedTurn, setup: Sess
     request = planned.request
     sent_at = client.clock()
     first_turn = len(client.turns)
+    turn_end_t = None
     if setup.speech is None:
         await client.send_text_item(request.prompt)
     else:
-        await _speak_prompt(client, setup.speech(request.prompt), setup.request_timeout_s)
-    await client.create_response(max_output_tokens=max(1, request.response_tokens), liveserve={"ignore_eos": True})
+        turn_end_t = await _speak_prompt(client, setup.speech(request.prompt), setup.request_timeout_s)
+    await client.create_response(turn_end_t, max_output_tokens=max(1, request.response_tokens),
+                                 liveserve={"ignore_eos": True})
     try:
         await client.wait_until(lambda: len(client.turns) > first_turn, setup.request_timeout_s)
         turn = client.turns[first_turn]
@@ -104,11 +106,17 @@ async def _replay_turn(client: RealtimeClient, planned: PlannedTurn, setup: Sess
     return _metrics(request.request_id, turn, sent_at, client)
 
 
-async def _speak_prompt(client: RealtimeClient, pcm: np.ndarray, timeout_s: float) -> None:
-    """Say the prompt into the mic in real time, then be silent until the server's VAD ends the turn."""
+async def _speak_prompt(client: RealtimeClient, pcm: np.ndarray, timeout_s: float) -> float:
+    """Say the prompt into the mic in real time, then be silent until the server's VAD ends the turn. Returns
+    when a VAD keeping up with the mic ends it: the speech's end (its start plus its length, as a mic has it
+    however slowly the server takes the audio) plus the session's silence duration. The reply's TTFP counts
+    from there, so a server late to hear the speech or the silence is not excused its lag."""
     since = len(client.events)
+    silence_s = client.session["audio"]["input"]["turn_detection"]["silence_duration_ms"] / 1000
+    turn_end_t = client.clock() + len(pcm) / SAMPLE_RATE + silence_s
     await client.stream_audio(np.concatenate([pcm, silence(TRAILING_SILENCE_MS)]))
     await client.wait_for("input_audio_buffer.committed", since=since, timeout=timeout_s)
+    return turn_end_t
 
 
 async def _barge_in(client: RealtimeClient, turn: TurnRecord, after_ms: float, setup: SessionSetup) -> None:
