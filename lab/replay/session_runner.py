@@ -112,11 +112,18 @@ async def _speak_prompt(client: RealtimeClient, pcm: np.ndarray, timeout_s: floa
     however slowly the server takes the audio) plus the session's silence duration. The reply's TTFP counts
     from there, so a server late to hear the speech or the silence is not excused its lag."""
     since = len(client.events)
-    silence_s = client.session["audio"]["input"]["turn_detection"]["silence_duration_ms"] / 1000
+    silence_s = _silence_duration_ms(client.session) / 1000
     turn_end_t = client.clock() + len(pcm) / SAMPLE_RATE + silence_s
     await client.stream_audio(np.concatenate([pcm, silence(TRAILING_SILENCE_MS)]))
     await client.wait_for("input_audio_buffer.committed", since=since, timeout=timeout_s)
     return turn_end_t
+
+
+def _silence_duration_ms(session: dict[str, Any]) -> float:
+    """The server VAD's silence duration as the server's session reports it, else what the replay asked for."""
+    detection = ((session.get("audio") or {}).get("input") or {}).get("turn_detection") or {}
+    asked = _session_fields()["audio"]["input"]["turn_detection"]["silence_duration_ms"]
+    return detection.get("silence_duration_ms", asked)
 
 
 async def _barge_in(client: RealtimeClient, turn: TurnRecord, after_ms: float, setup: SessionSetup) -> None:

@@ -41,3 +41,10 @@ def test_the_turn_ends_at_the_speech_end_plus_the_silence_duration(send_lag_s, c
     assert turn_end == pytest.approx(100.0 + 2.0 + 0.5)
     assert client.streamed == [len(speech) + TRAILING_SILENCE_MS * SAMPLE_RATE // 1000]
     assert client.now >= turn_end + TRAILING_SILENCE_MS / 1000 - 0.5  # the reply is asked for only after it
+
+
+def test_a_session_that_reports_no_silence_duration_ends_the_turn_after_the_one_the_replay_asked_for():
+    client = LaggingClient(0.0, 0.0)
+    client.session = {"audio": {"input": {"turn_detection": None}}}
+    turn_end = asyncio.run(_speak_prompt(client, np.zeros(SAMPLE_RATE, np.int16), timeout_s=60))
+    assert turn_end == pytest.approx(100.0 + 1.0 + 0.5)
