@@ -66,6 +66,9 @@ def _session_fields() -> dict[str, Any]:
     return fields
 
 
+ASKED_SILENCE_MS = _session_fields()["audio"]["input"]["turn_detection"]["silence_duration_ms"]
+
+
 async def _pace(client: RealtimeClient, planned: PlannedTurn, previous_start: float, has_previous: bool) -> float:
     """Wait for a later turn's moment: the recorded think time after the previous turn's
     start, and never before its reply has been heard. Returns the turn's start."""
@@ -122,8 +125,7 @@ async def _speak_prompt(client: RealtimeClient, pcm: np.ndarray, timeout_s: floa
 def _silence_duration_ms(session: dict[str, Any]) -> float:
     """The server VAD's silence duration as the server's session reports it, else what the replay asked for."""
     detection = ((session.get("audio") or {}).get("input") or {}).get("turn_detection") or {}
-    asked = _session_fields()["audio"]["input"]["turn_detection"]["silence_duration_ms"]
-    return detection.get("silence_duration_ms", asked)
+    return detection.get("silence_duration_ms", ASKED_SILENCE_MS)
 
 
 async def _barge_in(client: RealtimeClient, turn: TurnRecord, after_ms: float, setup: SessionSetup) -> None:
