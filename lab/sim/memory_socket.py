@@ -10,18 +10,23 @@ from typing import Any
 from starlette.websockets import WebSocketState
 from websockets.exceptions import ConnectionClosedOK
 
+from lab.sim.server_loop import ServerLoop
+
 _CLOSED = object()
 
 
 class ServerEnd:
-    """What RealtimeServer.serve_connection reads and writes."""
+    """What RealtimeServer.serve_connection reads and writes: a message reaches the session once the server's
+    loop has read it, an event reaches the client once the loop has done the work before it (see ServerLoop)."""
 
-    def __init__(self, to_client: asyncio.Queue, from_client: asyncio.Queue) -> None:
+    def __init__(self, to_client: asyncio.Queue, from_client: asyncio.Queue,
+                 server_loop: ServerLoop) -> None:
         self.scope: dict[str, Any] = {"subprotocols": []}
         self.headers: dict[str, str] = {}
         self.query_params: dict[str, str] = {}
         self.application_state = WebSocketState.CONNECTING
         self._to_client, self._from_client = to_client, from_client
+        self.server_loop = server_loop
 
     async def accept(self, subprotocol: str | None = None) -> None:
         self.application_state = WebSocketState.CONNECTED
@@ -33,11 +38,12 @@ class ServerEnd:
         message = await self._from_client.get()
         if message is _CLOSED:
             return {"type": "websocket.disconnect"}
+        await self.server_loop.spend(self.server_loop.prices.message_s)
         return {"type": "websocket.receive", "text": message}
 
     async def send_text(self, text: str) -> None:
         if self.application_state is not WebSocketState.DISCONNECTED:
-            self._to_client.put_nowait(text)
+            self.server_loop.later(0.0, self._to_client.put_nowait, text)
 
     async def send_json(self, data: Any) -> None:
         await self.send_text(json.dumps(data))
@@ -45,7 +51,7 @@ class ServerEnd:
     async def close(self, code: int = 1000) -> None:
         if self.application_state is not WebSocketState.DISCONNECTED:
             self.application_state = WebSocketState.DISCONNECTED
-            self._to_client.put_nowait(_CLOSED)
+            self.server_loop.later(0.0, self._to_client.put_nowait, _CLOSED)
 
 
 class ClientEnd:
@@ -84,6 +90,6 @@ class ClientEnd:
         return message
 
 
-def socket_pair() -> tuple[ServerEnd, ClientEnd]:
+def socket_pair(server_loop: ServerLoop) -> tuple[ServerEnd, ClientEnd]:
     to_client, to_server = asyncio.Queue(), asyncio.Queue()
-    return ServerEnd(to_client, to_server), ClientEnd(to_server, to_client)
+    return ServerEnd(to_client, to_server, server_loop), ClientEnd(to_server, to_client)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from lab.sim.cost_model import DeviceSpec
 from lab.sim.engine import SimulatedStage, build_simulated_engine
+from lab.sim.server_loop import ServerLoop
 from lab.sim.virtual_engine import VirtualEngine
 from orchestrator.placement.base import Placement
 from stages.shared_device import SharedDevice
@@ -17,18 +18,21 @@ class SimulatedPlacement(Placement):
     the k-th spec of a kind (its replica k, as ReplicatedPlacement expands them) runs on device
     `stages[kind].devices[k]`. The engines on one device share a SharedDevice board and take turns (each
     its own turn where the device's `stages_take_turns` is off).
-    Each engine's step noise is drawn from `machine_seed` and its spec's name.
+    Each engine's step noise is drawn from `machine_seed` and its spec's name. Their outputs reach the sink once
+    `server_loop` has routed them.
     `start` must run on the loop's thread (a loop whose executor runs inline, as the virtual-time loop's).
     """
 
     def __init__(self, stages: Mapping[str, SimulatedStage], devices: tuple[DeviceSpec, ...],
-                 machine_seed: int = 0) -> None:
+                 machine_seed: int = 0, server_loop: ServerLoop | None = None) -> None:
         self.stages, self.devices, self.machine_seed = dict(stages), devices, machine_seed
+        self.server_loop = server_loop or ServerLoop()
         self.engines: dict[str, VirtualEngine] = {}
         self.tasks: list[asyncio.Task] = []
 
     def start(self, specs, sink, clock, view=None):
         asyncio.get_running_loop()  # a RuntimeError off the loop's thread: the tasks would never run
+        sink = self.server_loop.routing(sink)
         locks = [asyncio.Lock() for _ in self.devices]
         boards = [SharedDevice() for _ in self.devices]
         started: dict[str, int] = {}

@@ -11,6 +11,7 @@ from lab.prometheus import parse_metrics
 from lab.server_target import ServedConfig
 from lab.sim.memory_socket import ClientEnd, socket_pair
 from lab.sim.placement import SimulatedPlacement
+from lab.sim.server_loop import ServerLoop
 from lab.sim.spec import SimSpec
 from liveserve.config.document import Override
 from liveserve.config.loader import LiveServeConfig
@@ -54,14 +55,19 @@ class SimulatedConfig:
 class SimulatedServer:
     """Must be made and used on a running VirtualTimeLoop. A stage the spec places on several devices
     runs as that many replicas behind the real ReplicatedPlacement (session-sticky thinker routing); the
-    spec's replicas, not the served config's, are what run."""
+    spec's replicas, not the served config's, are what run. The server's own loop is priced as the spec's
+    `server` says (`server_loop`): the clients' messages, the stages' outputs, the events sent and the VAD
+    batches (on their thread, which the server's VadBatcher is given) wait for it."""
 
     def __init__(self, sim: SimulatedConfig) -> None:
         loop = asyncio.get_running_loop()
-        self.placement = SimulatedPlacement(sim.spec.stages, sim.spec.devices, sim.spec.machine_seed)
+        self.server_loop = ServerLoop(sim.spec.server)
+        self.placement = SimulatedPlacement(sim.spec.stages, sim.spec.devices, sim.spec.machine_seed,
+                                            self.server_loop)
         replicas = {kind: stage.replicas for kind, stage in sim.spec.stages.items() if stage.replicas > 1}
         placement = ReplicatedPlacement(self.placement, replicas) if replicas else self.placement
         self.server = RealtimeServer(sim.config, placement=placement, clock=loop.time)
+        self.server.orch.vad_batcher.run = self.server_loop.score_vad
         self.clock = loop.time
         self._tasks: set[asyncio.Task] = set()
         self._watch: asyncio.Task | None = None
@@ -79,7 +85,7 @@ class SimulatedServer:
 
     async def connect(self, url: str) -> ClientEnd:
         """A new connection, served as RealtimeServer serves a websocket."""
-        server_end, client_end = socket_pair()
+        server_end, client_end = socket_pair(self.server_loop)
         task = asyncio.ensure_future(self.server.serve_connection(server_end))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -18,6 +18,7 @@ import yaml
 from lab.sim.cost_model import DEVICES, DeviceSpec, ModelShape
 from lab.sim.engine import SimulatedStage
 from lab.sim.qwen3_omni_shapes import load_shapes
+from lab.sim.server_loop import LoopPrices
 from lab.sim.step_noise import StepJitter
 from liveserve.config.document import Override
 from liveserve.config.loader import configs_root
@@ -29,8 +30,9 @@ KV_KINDS = ("thinker", "talker")
 
 @dataclass(frozen=True)
 class SimSpec:
-    """`calibration` says what the step times rest on (every simulated result carries it); `machine_seed`
-    which draw of the stages' step noise a run meets."""
+    """`calibration` says what the step times rest on (every simulated result carries it); `server` what the
+    server's own event loop spends (nothing unless the spec says); `machine_seed` which draw of the stages' step
+    noise a run meets."""
 
     name: str
     calibration: str
@@ -38,6 +40,7 @@ class SimSpec:
     stages: dict[str, SimulatedStage]
     memory_utilization: float
     overrides: tuple[Override, ...]
+    server: LoopPrices = LoopPrices()
     machine_seed: int = 0
 
     def kv_overrides(self, pipeline: PipelineConfig) -> tuple[Override, ...]:
@@ -106,8 +109,18 @@ def parse_spec(data: object, name: str, where: str, relative_to: Path = Path("."
     if not isinstance(settings, list) or not all(isinstance(text, str) for text in settings):
         raise ConfigError(f"{root.where('set')}: expected a list of KEY.PATH=VALUE strings, got {settings!r}")
     overrides = tuple(Override.parse(text) for text in settings)
+    server = _server(root.section("server")) if root.has("server") else LoopPrices()
     root.finish()
-    return SimSpec(name, calibration, devices, stages, utilization, overrides)
+    return SimSpec(name, calibration, devices, stages, utilization, overrides, server)
+
+
+def _server(section: Section) -> LoopPrices:
+    """The server loop's prices in ms (see LoopPrices): `message_ms`, `output_ms`, `vad_step_ms`, `vad_window_ms`;
+    each 0 if not given."""
+    names = ("message", "output", "vad_step", "vad_window")
+    prices = LoopPrices(**{f"{name}_s": _ms(section, f"{name}_ms") or 0.0 for name in names})
+    section.finish()
+    return prices
 
 
 def _shapes(root: Section, relative_to: Path) -> Mapping[str, ModelShape] | None:
