@@ -4,6 +4,7 @@ a websockets connection, as far as RealtimeServer and RealtimeClient use them.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -13,6 +14,7 @@ from websockets.exceptions import ConnectionClosedOK
 from lab.sim.server_loop import ServerLoop
 
 _CLOSED = object()
+CLOSE_TIMEOUT_S = 10.0  # websockets' default close_timeout
 
 
 class ServerEnd:
@@ -68,9 +70,17 @@ class ClientEnd:
         self._to_server.put_nowait(text)
 
     async def close(self) -> None:
-        if not self.is_closed:
-            self.is_closed, self.close_code = True, 1000
-            self._to_server.put_nowait(_CLOSED)
+        """Closes as a websockets client does: sends the close, then waits (at most CLOSE_TIMEOUT_S) for the
+        server's, dropping the events before it. So a client that has closed knows the server has let the
+        session go, and a session it opens next does not find the old one still holding a slot."""
+        if self.is_closed:
+            return
+        self.is_closed, self.close_code = True, 1000
+        self._to_server.put_nowait(_CLOSED)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                while await self._from_server.get() is not _CLOSED:
+                    pass
 
     async def recv(self) -> str:
         """The next message; ConnectionClosedOK once the server has closed."""

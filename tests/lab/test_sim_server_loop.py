@@ -1,11 +1,12 @@
-"""The server's event loop, priced in the simulator: one queue of work in the order it came, free while idle."""
+"""The server's event loop, priced in the simulator: one queue of work in the order it came, free while idle; and
+the in-memory connection's closing handshake."""
 
 import asyncio
 
 import numpy as np
 import pytest
 
-from lab.sim.memory_socket import socket_pair
+from lab.sim.memory_socket import CLOSE_TIMEOUT_S, socket_pair
 from lab.sim.server_loop import LoopPrices, ServerLoop
 from lab.sim.spec import parse_spec
 from lab.sim.virtual_loop import VirtualTimeLoop
@@ -113,3 +114,31 @@ def test_a_spec_prices_the_server_loop_in_ms_and_names_a_bad_field():
         parse_spec(spec_with({"output_ms": -1}), "loop", "loop.yaml")
     with pytest.raises(ConfigError, match=r"loop\.yaml\.server.*message_mss"):
         parse_spec(spec_with({"message_mss": 1}), "loop", "loop.yaml")
+
+
+def test_a_client_that_closes_waits_for_the_server_to_let_the_session_go():
+    async def scenario(loop):
+        server_end, client_end = socket_pair(ServerLoop(PRICES))
+
+        async def serve():
+            await asyncio.sleep(0.5)  # the server is busy before it reads the close
+            await server_end.send_text("late event")
+            assert (await server_end.receive())["type"] == "websocket.disconnect"
+            await server_end.close()
+
+        serving = asyncio.ensure_future(serve())
+        await client_end.close()
+        closed_at = loop.time()
+        await serving
+        return closed_at
+
+    assert run(scenario) == pytest.approx(0.5)
+
+
+def test_a_server_that_never_closes_lets_the_client_go_after_the_close_timeout():
+    async def scenario(loop):
+        _, client_end = socket_pair(ServerLoop())
+        await client_end.close()
+        return loop.time(), client_end.is_closed
+
+    assert run(scenario) == (pytest.approx(CLOSE_TIMEOUT_S), True)
