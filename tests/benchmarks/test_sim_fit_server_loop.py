@@ -17,7 +17,7 @@ def test_known_prices_come_back_from_seconds_of_varied_work(tmp_path):
     rng = np.random.default_rng(0)
     seconds = []
     for t in range(40):
-        messages, talker, vocoder = (int(n) for n in rng.integers(0, 2000, 3))
+        messages, talker, vocoder = (int(n) for n in rng.integers(0, 800, 3))  # busy < 1 s
         busy = 0.0002 * messages + 0.0005 * (talker + vocoder)
         seconds.append(probed_second(messages, {"talker": talker, "vocoder": vocoder}, busy, float(t)))
     probe = tmp_path / "probe.jsonl"
@@ -34,3 +34,11 @@ def test_no_price_comes_out_negative():
                probed_second(1000, {"talker": 1000}, 0.05)]
     prices, _ = fit([loop_terms(s) for s in seconds], [s["wall"] - s["idle"] for s in seconds])
     assert (prices >= 0).all() and prices[0] > 0
+
+
+def test_seconds_the_loop_was_saturated_are_left_out(tmp_path):
+    probe = tmp_path / "probe.jsonl"
+    seconds = [probed_second(0, {}, 0.0, 0.0), probed_second(100, {}, 0.5), probed_second(100, {}, 0.9)]
+    probe.write_text("".join(json.dumps(s) + "\n" for s in seconds))
+    assert [s["idle"] for s in read_seconds([probe], max_busy=0.85)] == [0.5]
+    assert len(read_seconds([probe])) == 2
