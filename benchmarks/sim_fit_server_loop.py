@@ -69,8 +69,8 @@ def main() -> None:
     vad_prices, vad_residuals = fit([[s["vad_steps"], s["vad_windows"]] for s in scored], [s["vad_s"] for s in scored])
     prices = zip(LOOP_TERMS + THREAD_TERMS, [*loop_prices, *vad_prices])
     section = {f"{name}_ms": round(1000 * float(price), 3) for name, price in prices}
-    busy = [s["wall"] - s["idle"] for s in seconds]
-    print(f"{len(seconds)} seconds fitted (busy < {args.max_busy:.0%}), the loop busy {sum(busy) / sum(s['wall'] for s in seconds):.0%} of them; "
+    busy = sum(s["wall"] - s["idle"] for s in seconds) / sum(s["wall"] for s in seconds)
+    print(f"{len(seconds)} seconds fitted (busy < {args.max_busy:.0%}), the loop busy {busy:.0%} of them; "
           f"fit residual {1000 * np.sqrt(np.mean(loop_residuals ** 2)):.0f} ms a second (loop), "
           f"{1000 * np.sqrt(np.mean(vad_residuals ** 2)):.0f} ms (VAD thread)")
     print(yaml.safe_dump({"server": section}, sort_keys=False, default_flow_style=False), end="")
