@@ -6,7 +6,6 @@ import base64
 import binascii
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 from scipy.signal import firwin
 
 from liveserve.realtime.errors import RealtimeError
@@ -19,30 +18,31 @@ class Resampler24to16:
     """Streaming 24 kHz -> 16 kHz (up 2, low-pass, down 3) whose output does not depend on chunking.
 
     Polyphase: output m is sum_i taps[2i + m % 2] * x[3m // 2 - i], so only kept outputs
-    and nonzero (not zero-stuffed) inputs are computed.
+    and nonzero (not zero-stuffed) inputs are computed. Outputs 2j and 2j + 1 read inputs 3j - span + 1 .. 3j + 1
+    (one window of span + 1), so each pair is one row of a strided view times a two-column kernel, and a call is
+    one matrix product.
     """
 
     def __init__(self, num_taps: int = 96) -> None:
         taps = (firwin(num_taps, 1.0 / 3.0) * 2.0).astype(np.float32)
         self.span = num_taps // 2  # inputs per output
-        self.phases = np.stack([taps[0::2][::-1], taps[1::2][::-1]])  # reversed: dot with a window in time order
-        self.tail = np.zeros(self.span - 1, dtype=np.float32)  # the last inputs (zeros before the first)
+        self.kernel = np.zeros((self.span + 1, 2), dtype=np.float32)  # reversed: dot with a window in time order
+        self.kernel[:-1, 0], self.kernel[1:, 1] = taps[0::2][::-1], taps[1::2][::-1]
+        self.tail = np.zeros(self.span + 2, dtype=np.float32)  # the last inputs (zeros before the first)
         self.num_in = 0
         self.num_out = 0
 
     def process(self, samples: np.ndarray) -> np.ndarray:
         if not len(samples):
             return np.zeros(0, dtype=np.float32)
-        buf = np.concatenate([self.tail, samples.astype(np.float32, copy=False)])
+        buf = np.concatenate([self.tail, samples.astype(np.float32, copy=False), np.zeros(2, dtype=np.float32)])
         end = -(-2 * (self.num_in + len(samples)) // 3)  # outputs whose inputs have all arrived
-        out = np.empty(end - self.num_out, dtype=np.float32)
+        first, last = self.num_out // 2, (end - 1) // 2  # the pairs holding outputs num_out .. end - 1
+        start = 3 * first - self.num_in + len(self.tail) - self.span + 1  # pair `first`'s window in buf
         step = buf.strides[0]
-        for first in range(min(2, len(out))):  # outputs of one parity: windows 3 inputs apart
-            m = self.num_out + first
-            count = len(out[first::2])
-            rows = as_strided(buf[3 * m // 2 - self.num_in :], (count, self.span), (3 * step, step), writeable=False)
-            out[first::2] = np.einsum("kl,l->k", rows, self.phases[m % 2])
-        self.tail = buf[len(buf) - self.span + 1 :]
+        rows = np.ndarray((last - first + 1, self.span + 1), np.float32, buf, start * step, (3 * step, step))
+        out = np.dot(rows, self.kernel).ravel()[self.num_out - 2 * first : end - 2 * first]
+        self.tail = buf[len(buf) - 2 - len(self.tail) : len(buf) - 2]
         self.num_in += len(samples)
         self.num_out = end
         return out
