@@ -15,7 +15,8 @@ and `scenarios/NNN/` (the sample and `entry.json`; a scenario whose entry.json i
 is not run again, so an interrupted grid resumes). `--keep-runs` keeps every run's whole result JSON there,
 `--trace` every run's step traces (scenarios/NNN/trace/RUN/), and `--only I,J` runs those scenarios of the grid
 alone (to look at one scenario's steps: `--seed S --only 17 --trace --out ANOTHER_DIR`).
-`--confirm K` then re-runs the worst K and a random K scenarios for real (benchmarks/robustness_confirm.py).
+`--confirm K` then re-runs the worst K and a random K scenarios for real (benchmarks/robustness_confirm.py), each as
+`--confirm-pairs P` real pairs (default 1) whose median ratio is compared.
 `--max-requests N` caps each scenario's requests (a quick run, not the grid). `--machines K` runs both
 policies on K draws of the simulated machine's step noise and compares their mean P90s; `--floor` runs FCFS+LRU
 on K more machines, so that each scenario's `floor_ratio` says how far the machine alone moves its P90 (a P90
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(summary))
     if args.confirm:
         summary["confirmations"] = confirm(entries, scenarios, workloads, args.confirm, seed, args.out,
-                                           tuple(args.set))
+                                           tuple(args.set), args.confirm_pairs)
         write_summary(args.out, summary)
     return 0 if summary["criteria"]["all_hold"] else 1
 
@@ -83,6 +84,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spec", default=SIM_SPEC, help="the simulation spec")
     parser.add_argument("--confirm", type=int, default=0, metavar="K", help="re-run the worst K and a random K "
                         "scenarios for real (a fresh server on 127.0.0.1 a run; minutes each)")
+    parser.add_argument("--confirm-pairs", type=int, default=1, metavar="P", help="real pairs a confirmation runs; "
+                        "its ratio is their median (default 1)")
     parser.add_argument("--max-requests", type=int, help="at most this many requests a scenario (a quick run)")
     parser.add_argument("--keep-runs", action="store_true", help="keep every run's result JSON")
     parser.add_argument("--trace", action="store_true", help="write every run's step traces")
@@ -97,7 +100,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="an earlier grid of this seed whose FCFS+LRU runs and pools each scenario reuses")
     args = parser.parse_args(argv)
-    for name in ("scenarios", "workers", "max_requests", "machines"):
+    for name in ("scenarios", "workers", "max_requests", "machines", "confirm_pairs"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     for text in args.set:

@@ -4,6 +4,7 @@ tiny grid end to end in the simulator."""
 import json
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import robustness
@@ -231,3 +232,26 @@ def test_a_bad_variant_flag_is_refused_by_name(tmp_path, capsys, flags, message)
     with pytest.raises(SystemExit) as exit_info:
         robustness.main(["--seed", "1", "--out", str(tmp_path), *flags])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_confirmation_of_several_pairs_alternates_their_order_and_takes_the_median_ratio(monkeypatch):
+    import robustness_confirm
+
+    p90s = iter([100.0, 50.0, 90.0, 200.0, 100.0, 80.0])  # pair ratios 0.5, 0.45 (shipped first), 0.8
+    order = []
+
+    def fake_replay(options):
+        order.append(options.policy)
+        return {"p90": next(p90s)}
+
+    monkeypatch.setattr(robustness_confirm, "replay", fake_replay)
+    monkeypatch.setattr(robustness_confirm, "replay_options",
+                        lambda scenario, workload, policy, *rest: SimpleNamespace(policy=policy))
+    monkeypatch.setattr(robustness_confirm, "run_figures", lambda result: {"ttfp_p90_ms": result["p90"]})
+    entry = {"index": 7, "p90_ratio": 0.6, "pools": {"thinker": 1, "talker": 1}}
+    confirmation = robustness_confirm.confirm_one(draw_scenario(1, 7), None, entry, "worst", False, pairs=3)
+    assert order == ["fcfs-lru", "liveserve", "liveserve", "fcfs-lru", "fcfs-lru", "liveserve"]
+    assert [pair["ratio"] for pair in confirmation["pairs"]] == [0.5, 0.45, 0.8]
+    assert confirmation["real_ratio"] == 0.5 and confirmation["agrees"]
+    assert confirmation["difference"] == pytest.approx(-0.1)
+
