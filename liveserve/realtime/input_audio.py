@@ -55,7 +55,8 @@ def num_pcm16_samples(audio_b64: object) -> int:
     if not isinstance(audio_b64, str):
         return 0
     if len(audio_b64) * 3 // 4 > MAX_APPEND_BYTES:
-        raise RealtimeError("audio_too_large", f"an append may carry at most {MAX_APPEND_BYTES} bytes of audio", "audio")
+        raise RealtimeError("audio_too_large", f"an append may carry at most {MAX_APPEND_BYTES} bytes of audio",
+                            "audio")
     return (len(audio_b64) * 3 // 4 - audio_b64[-2:].count("=")) // 2
 
 
