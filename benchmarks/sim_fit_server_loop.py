@@ -7,12 +7,10 @@ negative price; the events sent go with the outputs that make them, and a price 
 fits no better), over the seconds of every file given (runs of both policies and of several scenarios, so the
 mix of work varies) in which the loop kept up: busy less than `--max-busy` of the second. A saturated second's
 busy time holds more than the work it counts (the backlog's own overhead, the threads reading the stages' pipes
-contending for the interpreter); fitted with them, 2026-12-02's probes gave 0.29 and 0.57 ms a message and an
-output instead of 0.25 and 0.41. The VAD batches'
-time on their worker thread is fitted as a price per step and per window. Prints
-the `server` section in ms, and with --out writes it with the fit's residuals as JSON. The prices are wall time
-on the probed machine under the probed load: on 2 cores they double when the stages keep the cores busier
-(benchmarks/log/2026-12-02-server-loop-sim.md).
+contending for the interpreter), and fitted with them the prices come out higher. The VAD batches' time on their
+worker thread is fitted as a price per step and per window. Prints the `server` section in ms, and with --out
+writes it with the fit's residuals as JSON. The prices are wall time on the probed machine under the probed load
+(benchmarks/log/2026-12-02-server-loop-sim.md has a fit and how far it carries from one scenario to another).
 
     LIVESERVE_LOOP_PROBE=/tmp/loop-fcfs.jsonl PYTHONPATH=benchmarks/server_loop_probe:. \\
         .venv/bin/liveserve bench replay ... --policy fcfs-lru        # the real run (and one with liveserve)
@@ -76,8 +74,7 @@ def main() -> None:
     print(yaml.safe_dump({"server": section}, sort_keys=False, default_flow_style=False), end="")
     if args.out is not None:
         args.out.write_text(json.dumps({"probes": [str(p) for p in args.probes], "max_busy": args.max_busy,
-                                        "server": section,
-                                        "seconds": len(seconds),
+                                        "server": section, "seconds": len(seconds),
                                         "loop_rms_residual_s": float(np.sqrt(np.mean(loop_residuals ** 2))),
                                         "vad_rms_residual_s": float(np.sqrt(np.mean(vad_residuals ** 2)))}, indent=1))
 

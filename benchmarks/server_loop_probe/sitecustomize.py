@@ -44,8 +44,10 @@ if os.environ.get("LIVESERVE_LOOP_PROBE") and "liveserve.cli" in getattr(sys, "o
             row, _row = _row, _fresh()
         row.update(t=round(_second["t"] - _second["started"], 3), wall=now - _second["t"])
         _second["t"] = now
-        with open(_PATH, "a") as out:
-            out.write(json.dumps(row) + "\n")
+        if _second.get("out") is None:
+            _second["out"] = open(_PATH, "a")  # noqa: SIM115 - held for the process's life, a line flushed a second
+        _second["out"].write(json.dumps(row) + "\n")
+        _second["out"].flush()
 
     _select = selectors.EpollSelector.select
 

@@ -21,8 +21,7 @@ class ServerEnd:
     """What RealtimeServer.serve_connection reads and writes: a message reaches the session once the server's
     loop has read it, an event reaches the client once the loop has done the work before it (see ServerLoop)."""
 
-    def __init__(self, to_client: asyncio.Queue, from_client: asyncio.Queue,
-                 server_loop: ServerLoop) -> None:
+    def __init__(self, to_client: asyncio.Queue, from_client: asyncio.Queue, server_loop: ServerLoop) -> None:
         self.scope: dict[str, Any] = {"subprotocols": []}
         self.headers: dict[str, str] = {}
         self.query_params: dict[str, str] = {}

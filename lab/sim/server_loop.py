@@ -18,7 +18,7 @@ class LoopPrices:
     client message read and handled (an audio append: its JSON, base64, resampling, VAD framing) and for a stage
     output routed (handed to the next stage or sent to the client as events). A VAD batch runs on a worker
     thread: `vad_step_s` a step (one call over the streams with a k-th window), `vad_window_s` a window. All
-    zero: the loop costs nothing, as before it was priced."""
+    zero (the default): the loop costs nothing."""
 
     message_s: float = 0.0
     output_s: float = 0.0
