@@ -146,13 +146,16 @@ def replay(options: ReplayOptions) -> dict[str, Any]:
 
 
 def run_figures(result: dict[str, Any]) -> dict[str, Any]:
-    """What the grid keeps of a run: audio TTFP, continuity, outcomes, waste and KV figures."""
+    """What the grid keeps of a run: audio TTFP, continuity, outcomes, waste, KV figures and, simulated, the P99 of
+    how long work waited for the server's loop (None for a real run)."""
     kv, ttfp = result.get("kv") or {}, result["audio_ttfp_ms"]
+    server_loop = (result.get("simulated") or {}).get("server_loop")
     return {
         "ttfp_p50_ms": ttfp["p50"], "ttfp_p90_ms": ttfp["p90"], "ttfp_p99_ms": ttfp["p99"],
         "continuity": result["continuity_ok_rate"], "requests": result["num_requests"],
         "completed": result["num_completed"], "cancelled": result["num_cancelled"], "failed": result["num_failed"],
         "waste": result["wasted_token_ratio"], "preemptions": kv.get("preemptions"),
         "reload_on_path_ms": kv.get("reload_ms_on_path"), "peak_blocks": kv.get("peak_device_blocks_by_stage"),
+        "loop_wait_p99_ms": server_loop["wait_ms"]["p99"] if server_loop else None,
     }
 

@@ -26,21 +26,23 @@ def run_simulated_duplex(options: DuplexOptions, log: TextIO = sys.stderr) -> di
     started = time.perf_counter()
     loop = VirtualTimeLoop()
     try:
-        run = loop.run_until_complete(_duplex(sim, options, speech, log))
+        run, server_loop = loop.run_until_complete(_duplex(sim, options, speech, log))
     finally:
         loop.close()
     result = build_result(run, {**options_json(options), **sim.describe(), **describe(sim.config)})
-    result["simulated"] = sim.simulated(time.perf_counter() - started)
+    result["simulated"] = sim.simulated(time.perf_counter() - started, server_loop)
     return result
 
 
-async def _duplex(sim: SimulatedConfig, options: DuplexOptions, speech: LoopedSpeech, log: TextIO) -> RunLog:
+async def _duplex(sim: SimulatedConfig, options: DuplexOptions, speech: LoopedSpeech,
+                  log: TextIO) -> tuple[RunLog, dict[str, Any]]:
     server = SimulatedServer(sim)
     await server.start()
     setup = StreamSetup(SIM_URL, speech, options.frame_ms, options.chunk_ms, server.clock, connect=server.connect)
     try:
         if options.warmup:
             await warm_up(setup, options)
-        return await run_streams(setup, server.metrics, options, log)
+        run = await run_streams(setup, server.metrics, options, log)
     finally:
         await server.stop()
+    return run, server.server_loop.figures()

@@ -36,13 +36,13 @@ def run_simulated_replay(options: ReplayOptions, log: TextIO = sys.stderr) -> di
     started = time.perf_counter()
     loop = VirtualTimeLoop()
     try:
-        measured, duration_s, kv = loop.run_until_complete(_replay(sim, options, sessions, requests, log))
+        measured, duration_s, kv, server_loop = loop.run_until_complete(_replay(sim, options, sessions, requests, log))
     finally:
         loop.close()
     config = {**options_json(options), **sim.describe(), "num_sessions": len(sessions),
               "audio_ms_per_token": ms_per_token, "preset": PRESETS[options.policy].components}
     result = build_result(measured, duration_s, kv, config)
-    result["simulated"] = sim.simulated(time.perf_counter() - started)
+    result["simulated"] = sim.simulated(time.perf_counter() - started, server_loop)
     return result
 
 
@@ -59,4 +59,4 @@ async def _replay(sim: SimulatedConfig, options: ReplayOptions, sessions, reques
         kv = kv_figures(before, server.metrics(), duration_s)
     finally:
         await server.stop()
-    return measured, duration_s, kv
+    return measured, duration_s, kv, server.server_loop.figures()

@@ -43,13 +43,14 @@ class SimulatedConfig:
     def describe(self) -> dict[str, Any]:
         return self.served.describe()
 
-    def simulated(self, wall_s: float) -> dict[str, Any]:
-        """The result's `simulated` field: what was simulated, on what, resting on which calibration."""
+    def simulated(self, wall_s: float, server_loop: dict[str, Any]) -> dict[str, Any]:
+        """The result's `simulated` field: what was simulated, on what, resting on which calibration, and what the
+        server's loop was given and how long its work waited (`ServerLoop.figures`)."""
         spec = self.spec
         return {"spec": spec.name, "calibration": spec.calibration, "devices": [d.name for d in spec.devices],
                 "stages": {kind: {"model": s.model.name, "devices": list(s.devices), "params": s.model.total_params}
                            for kind, s in spec.stages.items()},
-                "wall_s": round(wall_s, 3)}
+                "server_loop": server_loop, "wall_s": round(wall_s, 3)}
 
 
 class SimulatedServer:

@@ -4,6 +4,7 @@ outputs and sends the clients' events, one piece of work at a time."""
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +33,13 @@ class ServerLoop:
     Each piece's effect (a message handed to its session, an output routed, an event reaching its client)
     happens when that piece is done; free work given while the loop is free takes effect at once, so with no
     prices nothing waits. Used on a VirtualTimeLoop (the server's code itself takes no virtual time).
+    `busy_s` sums the prices of the work given, and `waits_s` holds each piece's wait for the work before it.
     """
 
     def __init__(self, prices: LoopPrices = LoopPrices()) -> None:
         self.prices = prices
+        self.busy_s = 0.0
+        self.waits_s = array("d")
         self._free_at = 0.0
         self._pending: deque[tuple[float, Callable[..., Any], tuple]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -43,6 +47,8 @@ class ServerLoop:
     def later(self, cost_s: float, callback: Callable[..., Any], *args: Any) -> None:
         """Call `callback(*args)` once work of `cost_s` given now is done, after the work given before it."""
         loop = asyncio.get_running_loop()
+        self.waits_s.append(max(0.0, self._free_at - loop.time()))
+        self.busy_s += cost_s
         self._free_at = max(self._free_at, loop.time()) + cost_s
         if not self._pending and self._free_at <= loop.time():
             callback(*args)
@@ -56,6 +62,14 @@ class ServerLoop:
         done = asyncio.get_running_loop().create_future()
         self.later(cost_s, _resolve, done)
         await done
+
+    def figures(self) -> dict[str, Any]:
+        """What a result reports of the loop: the seconds of work it was given, and how long pieces of work waited
+        for the work before them (ms)."""
+        waits_ms = np.frombuffer(self.waits_s) * 1000.0 if self.waits_s else np.zeros(1)
+        p50, p90, p99 = (round(float(v), 3) for v in np.percentile(waits_ms, [50, 90, 99]))
+        return {"busy_s": round(self.busy_s, 3),
+                "wait_ms": {"p50": p50, "p90": p90, "p99": p99, "max": round(float(waits_ms.max()), 3)}}
 
     def _run_due(self) -> None:
         loop = asyncio.get_running_loop()

@@ -35,6 +35,7 @@ CPU_SPEC = str(Path(SPEC).with_name("tiny-omni-cpu.yaml"))  # its steps are nois
 def test_one_machine_seed_one_machine_another_seed_another():
     first, again = (replay(simulate=CPU_SPEC, machine_seed=1) for _ in range(2))
     assert figures(first) == figures(again) and first["config"]["machine_seed"] == 1
+    assert first["simulated"]["server_loop"]["busy_s"] > 0  # the CPU spec prices the server's loop
     assert figures(replay(simulate=CPU_SPEC, machine_seed=2)) != figures(first)
     with pytest.raises(ValueError, match="machine_seed draws a simulated machine: only with simulate"):
         ReplayOptions(machine_seed=1)
@@ -46,6 +47,7 @@ def test_result_says_simulated_and_on_what():
     simulated = result["simulated"]
     assert simulated["spec"] == "qwen3-omni-1xh200" and simulated["devices"] == ["H200"]
     assert "calibration" in simulated and simulated["stages"]["thinker"]["params"] > 30e9
+    assert simulated["server_loop"] == {"busy_s": 0.0, "wait_ms": {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}}
     assert result["audio_ttfp_ms"]["p50"] > 0 and result["config"]["preset"]
 
 

@@ -67,6 +67,21 @@ def test_when_more_comes_than_the_loop_can_do_each_piece_waits_for_the_ones_befo
     assert run(scenario) == pytest.approx([0.002, 0.004, 0.006, 0.008, 0.010])
 
 
+def test_the_loop_reports_the_work_it_was_given_and_how_long_work_waited_for_it():
+    async def scenario(loop):
+        server = ServerLoop(PRICES)
+        assert server.figures() == {"busy_s": 0.0, "wait_ms": {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}}
+        for _ in range(4):
+            server.later(0.010, lambda: None)  # given together: each waits for those before it
+        await asyncio.sleep(1.0)
+        server.later(0.010, lambda: None)  # the loop is idle again: no wait
+        return server.figures()
+
+    figures = run(scenario)
+    assert figures["busy_s"] == pytest.approx(0.050)
+    assert figures["wait_ms"]["max"] == pytest.approx(30.0) and figures["wait_ms"]["p50"] == pytest.approx(10.0)
+
+
 def test_a_vad_batch_scores_on_its_thread_then_waits_for_the_loop():
     async def scenario(loop):
         server = ServerLoop(PRICES)
