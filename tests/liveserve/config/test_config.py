@@ -96,8 +96,8 @@ def test_unreadable_config_files(tmp_path):
 
 
 def test_each_policys_parameters_are_a_mapping_named_after_it_and_the_chosen_ones_go_in(tmp_path):
-    thinker_params = load_config(LAB_CONFIG).pipeline.thinker.scheduler.params  # tiny-omni-cpu: urgency, its cap
-    assert thinker_params == UrgencyParams(at_risk_prefill_tokens=256)
+    thinker_params = load_config(LAB_CONFIG).pipeline.thinker.scheduler.params  # tiny-omni-cpu: its cap, no yields
+    assert thinker_params == UrgencyParams(at_risk_prefill_tokens=256, p_yield_ms=math.inf)
     paced = load_config(write_variant(tmp_path, lambda d: d["stages"]["thinker"]["scheduler"].update(
         urgency={"p_safe_ms": 300, "p_resume_ms": 600})))
     assert paced.pipeline.thinker.scheduler.params == UrgencyParams(p_safe_ms=300.0, p_resume_ms=600.0)
