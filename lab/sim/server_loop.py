@@ -47,10 +47,12 @@ class ServerLoop:
     def later(self, cost_s: float, callback: Callable[..., Any], *args: Any) -> None:
         """Call `callback(*args)` once work of `cost_s` given now is done, after the work given before it."""
         loop = asyncio.get_running_loop()
-        self.waits_s.append(max(0.0, self._free_at - loop.time()))
+        now = loop.time()
+        starts_at = max(self._free_at, now)
+        self.waits_s.append(starts_at - now)
         self.busy_s += cost_s
-        self._free_at = max(self._free_at, loop.time()) + cost_s
-        if not self._pending and self._free_at <= loop.time():
+        self._free_at = starts_at + cost_s
+        if not self._pending and self._free_at <= now:
             callback(*args)
             return
         self._pending.append((self._free_at, callback, args))
