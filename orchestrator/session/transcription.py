@@ -24,14 +24,16 @@ class Transcription:
     Every transcript the stage gives goes to `on_text` as a UserTranscript (partials every
     `partial_every_s` of new speech, None: none; then the final); `text()` awaits the final, or
     raises RuntimeError if the stage failed it. `abort()` drops the request (nothing more is
-    reported). Audio appended while the user `pausing` is held back: it goes to the stage when
-    speech resumes, and the silence that ends the speech never does, so no partial pass starts on
-    it and runs while the final one waits. A final is the text of a pass that read all the speech
-    sent, so when the pause's pass read it all (before or after the close), the final is that text
-    at once: it does not wait for a step of the stage, which may be another session's pass (the
-    stage's request is dropped). `paused_text()` awaits the text of the pass a pause asked for (see
-    `pause`), once it has read all the speech sent: what the final will be unless speech resumes.
-    Runs on the event loop.
+    reported). Speech goes to the stage when a pass may read it: at a pause (`pause`), at the
+    close, and with partials every `partial_every_s` of it; until then it waits here, so a
+    speaking user costs the stage a message a pass, not one per audio chunk. Audio appended while
+    the user `pausing` is held back: it goes with the speech when speech resumes, and the silence
+    that ends the speech never goes, so no partial pass starts on it and runs while the final one
+    waits. A final is the text of a pass that read all the speech sent, so when the pause's pass
+    read it all (before or after the close), the final is that text at once: it does not wait for
+    a step of the stage, which may be another session's pass (the stage's request is dropped).
+    `paused_text()` awaits the text of the pass a pause asked for (see `pause`), once it has read
+    all the speech sent: what the final will be unless speech resumes. Runs on the event loop.
     """
 
     def __init__(self, bus: StageBus, session_id: str, item_id: str, on_text: Callable[[UserTranscript], None],
@@ -40,6 +42,9 @@ class Transcription:
         self.request_id = RequestId(session_id, StageKind.ASR, item_id)
         self._final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._held: list[np.ndarray] = []  # audio of a pause the speech may end with
+        self._unsent: list[np.ndarray] = []  # speech no pass has been due for yet
+        self._num_unsent = 0
+        self._send_every = None if partial_every_s is None else max(1, round(partial_every_s * SAMPLE_RATE))
         self._num_sent = 0  # samples sent to the stage
         self._is_closed = False
         self._last: Transcript | None = None  # the stage's latest partial
@@ -48,24 +53,36 @@ class Transcription:
         bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
 
     def append(self, pcm16k: np.ndarray | None, close: bool = False, pausing: bool = False) -> None:
-        if pausing and pcm16k is not None and not close:
-            self._held.append(pcm16k)
+        if self._final.done():
             return
-        if self._held and not close:
-            pcm16k = np.concatenate([*self._held, *([] if pcm16k is None else [pcm16k])])
-        self._held = []
-        if self._final.done() or not (close or (pcm16k is not None and len(pcm16k))):
-            return
-        self._num_sent += 0 if pcm16k is None else len(pcm16k)
         if pcm16k is not None and len(pcm16k):
+            if pausing and not close:
+                self._held.append(pcm16k)
+                return
+            self._unsent += [*self._held, pcm16k]
+            self._num_unsent += sum(len(piece) for piece in self._held) + len(pcm16k)
+            self._held = []
             self._settle_pause(None)
-        self._is_closed = self._is_closed or close
-        if not (close and self._last is not None and self._finish_with(self._last)):
-            self.bus.submit(StageKind.ASR, AppendInput(self.request_id, pcm16k, close=close))
+        if close:
+            self._held, self._is_closed = [], True
+            if self._unsent or self._last is None or not self._finish_with(self._last):
+                self._send(close=True)
+        elif self._send_every is not None and self._num_unsent >= self._send_every:
+            self._send()
+
+    def _send(self, close: bool = False) -> None:
+        """The speech not sent yet (and the close) to the stage, in one AppendInput."""
+        if not (self._unsent or close):
+            return
+        speech = np.concatenate(self._unsent) if self._unsent else None
+        self._unsent, self._num_unsent = [], 0
+        self._num_sent += 0 if speech is None else len(speech)
+        self.bus.submit(StageKind.ASR, AppendInput(self.request_id, speech, close=close))
 
     def pause(self, lead_s: float) -> None:
         """The user went quiet (their turn ends in `lead_s` unless they go on): transcribe what they said."""
         if not self._final.done():
+            self._send()
             self._settle_pause(None)
             self._paused = asyncio.get_running_loop().create_future()
             if self._last is not None and self._last.num_samples == self._num_sent:  # a partial read it all

@@ -29,7 +29,7 @@ class ASRRequest(StageRequest):
     transcription pass over all the speech so far.
 
     The orchestrator adds the request when the user starts speaking (or commits audio),
-    appends their audio as it arrives (`AppendInput` with a 1-D float array in [-1, 1],
+    appends their audio in pieces of any length (`AppendInput` with a 1-D float array in [-1, 1],
     numpy or a CPU tensor) and closes it when the speech ends (`close=True`, with or
     without a last piece); aborting drops it and nothing more is emitted. It gets a
     `Transcript` per pass: while the request is open, a partial once at least

@@ -41,24 +41,41 @@ def chunk(value: float, n: int = 320) -> np.ndarray:
     return np.full(n, value, np.float32)
 
 
-def test_a_pause_is_held_back_then_sent_when_speech_resumes_and_dropped_when_it_ends_the_speech():
+def test_a_pause_is_held_back_then_sent_with_the_speech_and_dropped_when_it_ends_the_speech():
     async def scenario() -> RecordingBus:
         bus = RecordingBus()
-        heard = Transcription(bus, "s", "item_1", lambda transcript: None, partial_every_s=0.5)
+        heard = Transcription(bus, "s", "item_1", lambda transcript: None)
         heard.append(chunk(0.1))
         heard.append(chunk(0.0), pausing=True)
         heard.append(chunk(0.0), pausing=True)
         heard.append(chunk(0.2))  # the user went on: the pause was inside the speech
-        held_then_resumed = list(bus.submitted)
         heard.append(chunk(0.0), pausing=True)
         heard.append(None, close=True)  # the pause ended the speech
-        assert isinstance(held_then_resumed[0], AddRequest)
-        joined = held_then_resumed[-1].data
-        assert np.array_equal(joined, np.concatenate([chunk(0.0), chunk(0.0), chunk(0.2)]))
         return bus
 
     bus = asyncio.run(scenario())
-    assert appended(bus) == [(320, False), (960, False), (0, True)]
+    assert isinstance(bus.submitted[0], AddRequest)
+    assert appended(bus) == [(1280, True)]  # one message, at the close, without the last pause
+    assert np.array_equal(bus.submitted[-1].data, np.concatenate([chunk(0.1), chunk(0.0), chunk(0.0), chunk(0.2)]))
+
+
+def test_speech_waits_for_a_pass_to_be_due_a_pause_or_partial_every_s_of_it():
+    async def scenario() -> tuple[list, list]:
+        quiet, partials = RecordingBus(), RecordingBus()
+        for bus, every_s in ((quiet, None), (partials, 0.05)):  # 800 samples
+            heard = Transcription(bus, "s", "item_1", lambda transcript: None, partial_every_s=every_s)
+            for _ in range(6):
+                heard.append(chunk(0.1))
+            heard.pause(0.3)
+            heard.append(chunk(0.1))
+            heard.append(None, close=True)
+        return quiet.submitted, partials.submitted
+
+    quiet, partials = asyncio.run(scenario())
+    sent = [type(c).__name__ for c in quiet]
+    assert sent == ["AddRequest", "AppendInput", "TurnEndingHint", "AppendInput"]  # the pause's speech before its hint
+    assert [len(c.data) for c in quiet if isinstance(c, AppendInput)] == [1920, 320]
+    assert [(0 if c.data is None else len(c.data)) for c in partials if isinstance(c, AppendInput)] == [960, 960, 320]
 
 
 def partial(heard: Transcription, text: str, num_samples: int) -> None:
@@ -91,7 +108,7 @@ def test_the_final_is_the_pause_pass_when_it_read_all_the_speech_before_the_clos
     bus, reported = closed_after_a_pause(pause_pass_first=True)
     assert [(t.text, t.is_final, t.audio_s) for t in reported] == [("hello there", False, 0.04),
                                                                    ("hello there", True, 0.04)]
-    assert appended(bus) == [(320, False), (320, False)]  # no close: the stage's request is dropped
+    assert appended(bus) == [(640, False)]  # sent at the pause; no close: the stage's request is dropped
     assert isinstance(bus.submitted[-1], AbortRequest)
 
 
