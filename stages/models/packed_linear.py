@@ -19,7 +19,7 @@ step to 20 ms on one core, 17-19 ms with the output head's highest logits rescor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,7 @@ EXPECTED_ROWS = 16
 PACKABLE = (torch.float32, torch.bfloat16)
 INT4_GROUP = 32  # inputs a 4-bit group spans: GGUF's Q4_0/Q4_1 blocks
 INT4_MAX_ROWS = 6  # steps of more rows multiply on the bfloat16 packing: at 8 rows both cost the same here
+HEAD_INT4_MAX_ROWS = 3  # the same for an output head (49152 outputs): at 4 rows both cost about the same
 INT4_LEVELS = 15
 RESCORED = 128  # per row, the highest logits an OutputHead packed in bfloat16 computes again in float32
 
@@ -57,6 +58,7 @@ class Int4Weight:
 
     packed: torch.Tensor
     scales_and_zeros: torch.Tensor
+    max_rows: int = INT4_MAX_ROWS  # products of more rows than this multiply on the bfloat16 packing
 
     @staticmethod
     def quantize(weight: torch.Tensor) -> Int4Weight:
@@ -92,9 +94,9 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype | None,
 def packed_matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
                   int4: Int4Weight | None = None) -> torch.Tensor:
     """x @ W.T + bias with W packed by oneDNN, in W's packed dtype, returned in x's dtype and shape; on `int4`'s
-    groups instead where given and x has at most INT4_MAX_ROWS rows."""
+    groups instead where given and x has at most `int4.max_rows` rows."""
     rows = x.reshape(-1, x.shape[-1]).to(packed.dtype)
-    if int4 is not None and 0 < len(rows) <= INT4_MAX_ROWS:
+    if int4 is not None and 0 < len(rows) <= int4.max_rows:
         out = int4.matmul(rows)
         out = out if bias is None else out + bias
     else:
@@ -135,18 +137,23 @@ class OutputHead(PackedLinear):
     temperature: rounded to bfloat16 (steps of 0.125 at 16-32), SmolLM2-135M at temperature 0.2 answered "What
     is the capital of France?" with "L'Etoile (The Lion) is the capital of France" instead of Paris.
 
-    So packed beside bfloat16 (or int4) linears, a float32 head packs in bfloat16 for a first pass only: the
-    RESCORED highest logits of each row are computed again from its plain weight, and come out as a float32
-    head gives them (argmax and top-k sampling up to that k read only those); the others stay rounded. Packed
-    in any other dtype, or with at most RESCORED outputs, it packs in its weight's own."""
+    So packed beside bfloat16 (or int4) linears, a float32 head packs in bfloat16 (and with int4, in 4-bit groups
+    for products of up to HEAD_INT4_MAX_ROWS rows) for a first pass only: the RESCORED highest logits of each
+    row are computed again from its plain weight, and come out as a float32 head gives them (argmax and top-k
+    sampling up to that k read only those); the others stay rounded. The first pass only picks which logits
+    are exact: on SmolLM2-135M, greedy replies came out token for token the same with the head's first pass on
+    4-bit groups as on bfloat16, and a 1-row decode step 16 % cheaper (benchmarks/log/2026-12-02-int4-head.md).
+    Packed in any other dtype, or with at most RESCORED outputs, it packs in its weight's own."""
 
     rescored = False
 
     def pack(self, dtype: torch.dtype | None = None, int4: bool = False) -> None:
         rescore = ((int4 or dtype == torch.bfloat16) and self.weight.dtype == torch.float32
                    and self.out_features > RESCORED)
-        super().pack(torch.bfloat16 if rescore else None)
+        super().pack(torch.bfloat16 if rescore else None, int4=rescore and int4)
         self.rescored = rescore and self.packed_weight is not None
+        if self.int4_weight is not None:
+            self.int4_weight = replace(self.int4_weight, max_rows=HEAD_INT4_MAX_ROWS)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = super().forward(x)

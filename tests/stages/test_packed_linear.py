@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from stages.models.decoder_config import DecoderConfig
 from stages.models.llama import MLP
 from stages.models.packed_linear import (
+    HEAD_INT4_MAX_ROWS,
     INT4_GROUP,
     INT4_MAX_ROWS,
     RESCORED,
@@ -123,6 +124,28 @@ def test_an_output_head_beside_bfloat16_linears_gives_its_highest_logits_as_floa
     rounded = torch.ones_like(got, dtype=torch.bool).scatter(-1, got.topk(RESCORED, dim=-1).indices, False)
     assert not torch.equal(got[rounded], exact[rounded])  # the rest are the bfloat16 pass's
     torch.testing.assert_close(got[rounded], exact[rounded], atol=0.05, rtol=0.02)
+
+
+@pytest.mark.skipif(not INT4, reason="no int4 kernel or bfloat16 GEMM on this CPU")
+def test_an_output_head_beside_int4_linears_picks_its_exact_logits_on_groups_for_small_steps():
+    torch.manual_seed(6)
+    head = OutputHead(64, 1024, bias=False)
+    model = torch.nn.Sequential(PackedLinear(64, 64), head)
+    pack_linears(model, int4=True)
+    assert head.rescored and head.int4_weight.max_rows == HEAD_INT4_MAX_ROWS
+    on_groups, on_bfloat16 = int4_read(head.int4_weight, 64), head.weight.detach().bfloat16().float()
+    for rows in (1, HEAD_INT4_MAX_ROWS, HEAD_INT4_MAX_ROWS + 1):
+        hidden = torch.randn(rows, 64)
+        with torch.inference_mode():
+            got = head(hidden)
+        exact = F.linear(hidden, head.weight)
+        top = exact.topk(40, dim=-1)  # voice-cpu samples from its top 40
+        torch.testing.assert_close(got.gather(-1, top.indices), top.values, atol=1e-5, rtol=1e-5)
+        rounded = torch.ones_like(got, dtype=torch.bool).scatter(-1, got.topk(RESCORED, dim=-1).indices, False)
+        passes = [F.linear(hidden.bfloat16().float(), weight)[rounded] for weight in (on_groups, on_bfloat16)]
+        first_pass, other = passes if rows <= HEAD_INT4_MAX_ROWS else passes[::-1]
+        torch.testing.assert_close(got[rounded], first_pass, atol=0.05, rtol=0.02)  # answered in bfloat16
+        assert (got[rounded] - other).abs().max() > 0.1, rows
 
 
 def test_an_output_head_packed_in_float32_is_exact_everywhere():
