@@ -142,7 +142,7 @@ class OutputHead(PackedLinear):
     row are computed again from its plain weight, and come out as a float32 head gives them (argmax and top-k
     sampling up to that k read only those); the others stay rounded. The first pass only picks which logits
     are exact: on SmolLM2-135M, greedy replies came out token for token the same with the head's first pass on
-    4-bit groups as on bfloat16, and a 1-row decode step 16 % cheaper (benchmarks/log/2026-12-02-int4-head.md).
+    4-bit groups as on bfloat16, and a 1-row decode step 16-19 % cheaper (benchmarks/log/2026-12-02-voice-cpu-costs.md).
     Packed in any other dtype, or with at most RESCORED outputs, it packs in its weight's own."""
 
     rescored = False
