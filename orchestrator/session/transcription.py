@@ -90,8 +90,8 @@ class Transcription:
             self.bus.submit(StageKind.ASR, TurnEndingHint(self.request_id, lead_s))
 
     async def paused_text(self) -> str | None:
-        """The text of the speech sent before the last pause, once a pass has read all of it; None if more
-        speech was sent first, the request ended first, or there was no pause."""
+        """The text of the speech sent before the last pause, once a pass has read all of it; None if the
+        user spoke again first (sent or not), the request ended first, or there was no pause."""
         return None if self._paused is None else await asyncio.shield(self._paused)
 
     @property
