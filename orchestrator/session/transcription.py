@@ -43,14 +43,14 @@ class Transcription:
         self._final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._held: list[np.ndarray] = []  # audio of a pause the speech may end with
         self._unsent: list[np.ndarray] = []  # speech no pass has been due for yet
-        self._num_unsent = 0
-        self._send_every = None if partial_every_s is None else max(1, round(partial_every_s * SAMPLE_RATE))
         self._num_sent = 0  # samples sent to the stage
         self._is_closed = False
         self._last: Transcript | None = None  # the stage's latest partial
         self._paused: asyncio.Future[str | None] | None = None  # the text of the speech sent up to a pause
+        request = ASRRequest(self.request_id, bus.clock(), partial_every_s)
+        self._send_every = request.partial_every  # samples of speech a partial waits for
         bus.own(self.request_id, self)
-        bus.submit(StageKind.ASR, AddRequest(ASRRequest(self.request_id, bus.clock(), partial_every_s)))
+        bus.submit(StageKind.ASR, AddRequest(request))
 
     def append(self, pcm16k: np.ndarray | None, close: bool = False, pausing: bool = False) -> None:
         if self._final.done():
@@ -60,14 +60,13 @@ class Transcription:
                 self._held.append(pcm16k)
                 return
             self._unsent += [*self._held, pcm16k]
-            self._num_unsent += sum(len(piece) for piece in self._held) + len(pcm16k)
             self._held = []
             self._settle_pause(None)
         if close:
             self._held, self._is_closed = [], True
             if self._unsent or self._last is None or not self._finish_with(self._last):
                 self._send(close=True)
-        elif self._send_every is not None and self._num_unsent >= self._send_every:
+        elif self._send_every is not None and sum(map(len, self._unsent)) >= self._send_every:
             self._send()
 
     def _send(self, close: bool = False) -> None:
@@ -75,7 +74,7 @@ class Transcription:
         if not (self._unsent or close):
             return
         speech = np.concatenate(self._unsent) if self._unsent else None
-        self._unsent, self._num_unsent = [], 0
+        self._unsent = []
         self._num_sent += 0 if speech is None else len(speech)
         self.bus.submit(StageKind.ASR, AppendInput(self.request_id, speech, close=close))
 
